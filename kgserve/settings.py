@@ -1,0 +1,227 @@
+"""runtime/config.yaml: the one file that says how kgserve serves.
+
+`load_settings(path)` reads and validates it. A wrong type or an unknown key raises `ConfigError`
+naming the key and the file. Relative paths in the file are resolved against the file's folder.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = [
+    "DEFAULT_CONFIG_PATH",
+    "BackendSettings",
+    "ConfigError",
+    "EngineSettings",
+    "LimitsSettings",
+    "ServerSettings",
+    "Settings",
+    "is_loopback",
+    "load_settings",
+]
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG_PATH = PROJECT_ROOT / "runtime" / "config.yaml"
+BACKEND_NAMES = ("cuda", "trt", "eigen", "sim")
+
+
+class ConfigError(Exception):
+    """A configuration file that cannot be used; the message names the key and the file."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ServerSettings(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(9100, ge=0, le=65535)
+    auth_token_env: str | None = None
+    grace_period_s: float = Field(30.0, ge=0)
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class BackendSettings(_Strict):
+    # argv prefix; "{python}" stands for the running interpreter. Subcommand and flags are appended.
+    command: list[str] = Field(min_length=1)
+    model: Path | None = None  # overrides engine.model for this backend
+    startup_timeout_s: float = Field(300.0, gt=0)
+
+
+class EngineSettings(_Strict):
+    backend: str = "cuda"
+    cfg: Path = Path("katago_serving.cfg")
+    model: Path = Path("models/model.bin.gz")
+    home_data_dir: Path = Path("katago_home")
+    processes: int = Field(1, ge=1, le=64)
+    min_ready: int | None = Field(None, ge=1)
+    restart_backoff_initial_s: float = Field(0.5, gt=0)
+    restart_backoff_max_s: float = Field(30.0, gt=0)
+    stderr_tail_lines: int = Field(50, ge=1, le=10000)
+    backends: dict[str, BackendSettings]
+
+    @field_validator("backends")
+    @classmethod
+    def _known_backends(cls, value: dict[str, BackendSettings]) -> dict[str, BackendSettings]:
+        unknown = sorted(set(value) - set(BACKEND_NAMES))
+        if unknown:
+            raise ValueError(f"unknown backend(s) {unknown}; expected some of {list(BACKEND_NAMES)}")
+        return value
+
+    def backend_settings(self, name: str | None = None) -> BackendSettings:
+        name = name or self.backend
+        if name not in self.backends:
+            raise ConfigError(
+                f"backend {name!r} is not configured under engine.backends (have: {sorted(self.backends)})"
+            )
+        return self.backends[name]
+
+    def model_for(self, name: str | None = None) -> Path:
+        return self.backend_settings(name).model or self.model
+
+    def argv_prefix(self, name: str | None = None) -> list[str]:
+        return [sys.executable if part == "{python}" else part for part in self.backend_settings(name).command]
+
+    @property
+    def required_ready(self) -> int:
+        return min(self.min_ready or self.processes, self.processes)
+
+
+class LimitsSettings(_Strict):
+    max_inflight_queries: int = Field(512, ge=1)
+    max_body_bytes: int = Field(1 << 20, ge=1)
+    deadline_s: float = Field(300.0, gt=0)
+    max_visits: int = Field(100_000, ge=1)
+    visits_over_cap: Literal["reject", "clamp"] = "reject"
+    max_queries_per_request: int = Field(256, ge=1)
+    max_turns_per_query: int = Field(1000, ge=1)
+
+
+class ReleaseNetwork(_Strict):
+    name: str
+    url: str
+    sha256: str | None = None
+
+
+class ReleaseSettings(_Strict):
+    version: str
+    assets: dict[str, str]
+    url_base: str
+    sha256: dict[str, str | None] = {}
+    network: ReleaseNetwork
+
+
+class ClusterSettings(_Strict):
+    node: str = "hopper-34"
+    queue: str | None = None
+    gpus: int = Field(1, ge=1)
+    cpus: int = Field(16, ge=1)
+    memory: str = "128gb"
+    walltime: str = "08:00:00"
+    tmux_session: str = "go"
+    base_image: str
+    container_name: str = "kgbench"
+    image_path: Path = Path("kgbench.sqsh")
+
+
+class Settings(_Strict):
+    server: ServerSettings = ServerSettings()
+    engine: EngineSettings
+    limits: LimitsSettings = LimitsSettings()
+    release: ReleaseSettings | None = None
+    cluster: ClusterSettings | None = None
+    source: Path | None = Field(None, exclude=True)  # the file these settings came from
+
+    def with_overrides(
+        self, *, backend: str | None = None, port: int | None = None, host: str | None = None
+    ) -> Settings:
+        engine = self.engine
+        if backend is not None:
+            engine.backend_settings(backend)  # fails clearly if not configured
+            engine = engine.model_copy(update={"backend": backend})
+        server = self.server.model_copy(
+            update={k: v for k, v in {"port": port, "host": host}.items() if v is not None}
+        )
+        return self.model_copy(update={"engine": engine, "server": server})
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+_PATH_FIELDS = ("cfg", "model", "home_data_dir")
+
+
+def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
+    def resolve(value: Any) -> Any:
+        if value is None:
+            return None
+        path = Path(str(value)).expanduser()
+        return path if path.is_absolute() else (base / path).resolve()
+
+    engine = raw.get("engine")
+    if not isinstance(engine, dict):
+        return
+    for key in _PATH_FIELDS:
+        if key in engine:
+            engine[key] = resolve(engine[key])
+    for backend in (engine.get("backends") or {}).values():
+        if not isinstance(backend, dict):
+            continue
+        if backend.get("model") is not None:
+            backend["model"] = resolve(backend["model"])
+        command = backend.get("command")
+        if isinstance(command, list) and command and isinstance(command[0], str):
+            first = command[0]
+            # a bare program name ("katago") is looked up on PATH; anything with a slash is a path
+            if "/" in first and not Path(first).is_absolute():
+                command[0] = str((base / first).resolve())
+    cluster = raw.get("cluster")
+    if isinstance(cluster, dict) and cluster.get("image_path") is not None:
+        cluster["image_path"] = resolve(cluster["image_path"])
+
+
+def _format_validation_error(error: ValidationError, path: Path) -> str:
+    lines = [f"invalid configuration in {path}:"]
+    for item in error.errors():
+        key = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        if item["type"] == "extra_forbidden":
+            lines.append(f"  {key}: unknown key")
+        else:
+            lines.append(f"  {key}: {item['msg']} (got {item.get('input')!r})")
+    return "\n".join(lines)
+
+
+def load_settings(path: str | Path | None = None) -> Settings:
+    config_path = Path(path) if path is not None else DEFAULT_CONFIG_PATH
+    try:
+        text = config_path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read configuration file {config_path}: {exc.strerror or exc}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{config_path} is not valid YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{config_path} must hold a mapping at the top level")
+    _resolve_paths(raw, config_path.resolve().parent)
+    try:
+        settings = Settings.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(exc, config_path)) from None
+    try:
+        settings.engine.backend_settings()
+    except ConfigError as exc:
+        raise ConfigError(f"{config_path}: engine.backend: {exc}") from None
+    return settings.model_copy(update={"source": config_path.resolve()})
