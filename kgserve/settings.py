@@ -41,7 +41,7 @@ class _Strict(BaseModel):
 
 class ServerSettings(_Strict):
     host: str = "127.0.0.1"
-    port: int = Field(9100, ge=0, le=65535)
+    port: int = Field(ge=0, le=65535)  # no default: runtime/config.yaml is the only place it is set
     auth_token_env: str | None = None
     grace_period_s: float = Field(30.0, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
@@ -131,7 +131,7 @@ class ClusterSettings(_Strict):
 
 
 class Settings(_Strict):
-    server: ServerSettings = ServerSettings()
+    server: ServerSettings
     engine: EngineSettings
     limits: LimitsSettings = LimitsSettings()
     release: ReleaseSettings | None = None
