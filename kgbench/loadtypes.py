@@ -1,0 +1,207 @@
+"""Data types of the load generator (public API for kgbench's job runner).
+
+Entry point: ``kgbench.loadgen.run_load(target, load, queries, progress) -> LoadResult``.
+
+Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
+
+- ``concurrency`` [16, 64, 256]: closed loop: one level per value, that many requests in flight.
+  Open loop: the largest value caps the requests in flight (arrivals over the cap count as ``overload`` errors).
+- ``mode`` [closed]: ``closed`` (each worker sends its next request when the previous one finished) or
+  ``open`` (Poisson arrivals at ``rate``; latency measured from the intended send time: no coordinated omission).
+- ``rate`` [100.0]: open loop only, mean arrivals per second.
+- ``warmup_s`` [2.0]: per level, requests sent during warmup are recorded but excluded from the summaries.
+- ``window_s`` [2.0]: measurement window length.
+- ``min_windows`` [3]: measure at least this many windows.
+- ``max_windows`` [10]: stop after this many windows even if not stable; the level (and the run) is flagged unstable.
+- ``tolerance`` [0.1]: the last ``min_windows`` windows agree when (max - min) / mean of their req/s <= tolerance.
+- ``max_visits`` [50]: ``maxVisits`` put into every query.
+- ``request_timeout_s`` [60.0]: client-side timeout per request (error kind ``timeout``).
+- ``seed`` [0]: traffic order and Poisson arrivals.
+- ``max_loop_lag_ms`` [100.0]: self-watch: the run is invalid when the load generator's event loop lags more than
+  this (p99 of 50 ms probes during measurement).
+- ``max_cpu_share`` [0.9]: self-watch: the run is invalid when the load generator's own process used more than this
+  share of one core during measurement.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Mode = Literal["closed", "open"]
+
+# Error kinds of a request record (``RequestRecord.error``); None = success.
+ERROR_KINDS = (
+    "timeout",  # no complete response within request_timeout_s
+    "connect",  # connection refused / reset before a response
+    "disconnect",  # the response stream broke off
+    "overload",  # 429, or open loop: arrival found max concurrency in flight
+    "unavailable",  # 503
+    "client_error",  # other 4xx
+    "server_error",  # other 5xx
+    "engine_error",  # 200 but the engine answered with an error line
+    "bad_response",  # 200 but no parsable final analysis
+)
+
+
+@dataclass(frozen=True)
+class LoadSettings:
+    """How to load the target; see the module docstring for the meaning and defaults of every key."""
+
+    concurrency: tuple[int, ...] = (16, 64, 256)
+    mode: Mode = "closed"
+    rate: float = 100.0
+    warmup_s: float = 2.0
+    window_s: float = 2.0
+    min_windows: int = 3
+    max_windows: int = 10
+    tolerance: float = 0.1
+    max_visits: int = 50
+    request_timeout_s: float = 60.0
+    seed: int = 0
+    max_loop_lag_ms: float = 100.0
+    max_cpu_share: float = 0.9
+
+    def __post_init__(self) -> None:
+        if not self.concurrency or any(int(c) < 1 for c in self.concurrency):
+            raise ValueError(f"load.concurrency must be a non-empty list of positive ints, got {self.concurrency!r}")
+        if self.mode not in ("closed", "open"):
+            raise ValueError(f"load.mode must be 'closed' or 'open', got {self.mode!r}")
+        if self.mode == "open" and self.rate <= 0:
+            raise ValueError(f"load.rate must be > 0 in open mode, got {self.rate!r}")
+        if self.window_s <= 0 or self.warmup_s < 0:
+            raise ValueError("load.window_s must be > 0 and load.warmup_s >= 0")
+        if self.min_windows < 1 or self.max_windows < self.min_windows:
+            raise ValueError("load.min_windows must be >= 1 and load.max_windows >= load.min_windows")
+        if self.max_visits < 1 or self.request_timeout_s <= 0 or self.tolerance < 0:
+            raise ValueError("load.max_visits >= 1, load.request_timeout_s > 0 and load.tolerance >= 0 required")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> LoadSettings:
+        """Build from a config mapping (e.g. an OmegaConf ``load`` node); unknown keys raise ValueError."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown load setting(s) {unknown}; valid: {sorted(names)}")
+        kwargs: dict[str, Any] = dict(values)
+        if "concurrency" in kwargs:
+            conc = kwargs["concurrency"]
+            kwargs["concurrency"] = (int(conc),) if isinstance(conc, int) else tuple(int(c) for c in conc)
+        return cls(**kwargs)
+
+    def as_params(self) -> dict[str, str]:
+        """Flat ``{key: str}`` for MLflow params (prefix them with ``load.``)."""
+        out: dict[str, str] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name] = ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+        return out
+
+
+@dataclass(frozen=True)
+class HttpTarget:
+    """A running kgserve: ``base_url`` like ``http://127.0.0.1:8123``; ``headers`` e.g. Authorization."""
+
+    base_url: str
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DirectTarget:
+    """A started ``kgserve.pool.EnginePool`` (or anything with ``submit(query) -> async iterator of lines``)."""
+
+    pool: Any
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request. Times in seconds since the start of the run, latency in ms."""
+
+    level: int  # concurrency of the level (open loop: the in-flight cap)
+    phase: Literal["warmup", "measure", "drain"]
+    window: int  # measurement window index (-1 during warmup / drain)
+    send_s: float  # intended send time (open loop) or actual send time (closed loop)
+    latency_ms: float  # from send_s until the full response was read
+    status: int  # HTTP status; direct transport: 200 ok, 400 rejected, 503 engine down; 0 = no response
+    bytes: int  # response body bytes
+    visits: int | None  # rootInfo.visits of the final analysis
+    error: str | None  # one of ERROR_KINDS, None = success
+    position: str  # traffic key of the position (see kgbench.traffic)
+
+
+@dataclass(frozen=True)
+class LevelSummary:
+    """Measured figures of one level (warmup excluded)."""
+
+    concurrency: int
+    offered_rate: float | None  # open loop: the Poisson rate; closed loop: None
+    requests: int
+    duration_s: float
+    req_per_s: float  # successful responses per second
+    visits_per_s: float
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    max_ms: float
+    error_rate: float  # errors / requests
+    errors: int
+    timeouts: int
+    errors_by_kind: dict[str, int]
+    windows: int
+    window_req_per_s: tuple[float, ...]
+    stable: bool
+
+
+@dataclass(frozen=True)
+class SelfWatch:
+    """How the load generator itself fared during measurement."""
+
+    loop_lag_p99_ms: float
+    loop_lag_max_ms: float
+    cpu_share: float  # own process CPU seconds / wall seconds (1.0 = one full core)
+
+
+@dataclass
+class LoadResult:
+    transport: Literal["http", "direct"]
+    mode: Mode
+    levels: list[LevelSummary]
+    records: list[RequestRecord]
+    position_repeat_rate: float  # share of sent queries whose position was already sent in this run
+    unstable: bool  # some level hit max_windows without its last windows agreeing
+    invalid: bool  # the load generator could not keep up (see invalid_reason); figures are not the server's
+    invalid_reason: str | None
+    selfwatch: SelfWatch | None = None
+
+    def headline(self) -> LevelSummary | None:
+        """The level with the highest req/s (None when no level ran)."""
+        return max(self.levels, key=lambda lv: lv.req_per_s, default=None)
+
+    def records_frame(self) -> Any:
+        """The per-request records as a pandas DataFrame (columns = RequestRecord fields)."""
+        import pandas as pd
+
+        cols = [f.name for f in dataclasses.fields(RequestRecord)]
+        return pd.DataFrame([dataclasses.astuple(r) for r in self.records], columns=cols)
+
+    def write_csv(self, path: str) -> None:
+        """Write the per-request records (``requests.csv`` artifact)."""
+        self.records_frame().to_csv(path, index=False)
+
+
+@dataclass(frozen=True)
+class ProgressUpdate:
+    """Sent to the progress callback about twice a second and at every window end."""
+
+    level: int
+    level_index: int
+    levels: int
+    phase: Literal["warmup", "measure", "drain", "done"]
+    window: int
+    req_per_s: float  # live, over the last window (or since the level started)
+    errors: int  # errors so far in this level
+
+
+Progress = Callable[[ProgressUpdate], None]

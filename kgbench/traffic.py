@@ -1,0 +1,194 @@
+"""Traffic the NN cache cannot trivially absorb: distinct positions built from the sample games.
+
+A position = (game, prefix length, board symmetry, komi). Every prefix of every sample game's move list
+(for setups without moves: just the setup), times the 8 symmetries of the square board, times a few komi
+values around the game's komi. Positions are served in a seeded random order and only repeat after the whole
+set was used once; ``QuerySource.repeat_rate`` reports how often a position repeated.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DIRS = (REPO_ROOT / "assets" / "analysis" / "inputs", REPO_ROOT / "tests" / "data" / "katago-reference" / "samples" / "inputs")
+DEFAULT_KOMI_OFFSETS = (-1.0, -0.5, 0.0, 0.5, 1.0)
+COLUMNS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"  # GTP: no I
+# Keys of a sample query that describe the analysed position, not the request; dropped from generated queries.
+_DROPPED = ("id", "analyzeTurns", "maxVisits")
+
+
+def parse_vertex(vertex: str, size: int) -> tuple[int, int] | None:
+    """GTP vertex ('C4') -> (x, y) with y counted from the bottom; None for pass."""
+    if vertex.lower() == "pass":
+        return None
+    x = COLUMNS.index(vertex[0].upper())
+    y = int(vertex[1:]) - 1
+    if not (0 <= x < size and 0 <= y < size):
+        raise ValueError(f"vertex {vertex!r} is off a {size}x{size} board")
+    return x, y
+
+
+def format_vertex(point: tuple[int, int] | None) -> str:
+    return "pass" if point is None else f"{COLUMNS[point[0]]}{point[1] + 1}"
+
+
+def transform_point(point: tuple[int, int], symmetry: int, size: int) -> tuple[int, int]:
+    """Apply one of the 8 symmetries of a square board (0 = identity; bit 2 transposes, bits 0/1 flip)."""
+    if not 0 <= symmetry < 8:
+        raise ValueError(f"symmetry must be 0..7, got {symmetry}")
+    x, y = point
+    if symmetry & 4:
+        x, y = y, x
+    if symmetry & 1:
+        x = size - 1 - x
+    if symmetry & 2:
+        y = size - 1 - y
+    return x, y
+
+
+def transform_vertex(vertex: str, symmetry: int, size: int) -> str:
+    point = parse_vertex(vertex, size)
+    return vertex if point is None else format_vertex(transform_point(point, symmetry, size))
+
+
+def _transform_stones(stones: Iterable[Sequence[str]], symmetry: int, size: int) -> list[list[str]]:
+    return [[colour, transform_vertex(v, symmetry, size)] for colour, v in stones]
+
+
+@dataclass(frozen=True)
+class Game:
+    name: str
+    base: dict[str, Any]  # the sample query without id/moves/analyzeTurns/maxVisits
+    moves: tuple[tuple[str, str], ...]
+    stones: tuple[tuple[str, str], ...]
+    size: int
+    komi: float
+
+    @property
+    def prefixes(self) -> int:
+        return len(self.moves) + 1
+
+
+def load_games(dirs: Sequence[Path] | None = None) -> list[Game]:
+    """Read the sample queries (``*.json``) of the given directories; a game name seen twice is read once."""
+    games: dict[str, Game] = {}
+    for directory in dirs if dirs is not None else DEFAULT_DIRS:
+        for path in sorted(Path(directory).glob("*.json")):
+            query = json.loads(path.read_text())
+            name = str(query.get("id") or path.stem)
+            if name in games:
+                continue
+            x, y = int(query.get("boardXSize", 19)), int(query.get("boardYSize", 19))
+            if x != y:
+                raise ValueError(f"{path}: only square boards have 8 symmetries ({x}x{y})")
+            base = {k: v for k, v in query.items() if k not in (*_DROPPED, "moves", "initialStones")}
+            games[name] = Game(
+                name=name,
+                base=base,
+                moves=tuple((c, v) for c, v in query.get("moves", [])),
+                stones=tuple((c, v) for c, v in query.get("initialStones", [])),
+                size=x,
+                komi=float(query.get("komi", 7.5)),
+            )
+    if not games:
+        raise ValueError(f"no sample queries (*.json) found in {[str(d) for d in (dirs or DEFAULT_DIRS)]}")
+    return list(games.values())
+
+
+@dataclass(frozen=True)
+class Position:
+    game: int
+    prefix: int
+    symmetry: int
+    komi_index: int
+
+
+def build_query(game: Game, prefix: int, symmetry: int, komi: float) -> dict[str, Any]:
+    """The analysis query (without id and maxVisits) for one position."""
+    body = dict(game.base)
+    body["moves"] = _transform_stones(game.moves[:prefix], symmetry, game.size)
+    if game.stones:
+        body["initialStones"] = _transform_stones(game.stones, symmetry, game.size)
+    if "allowMoves" in body:
+        body["allowMoves"] = [
+            {**rule, "moves": [transform_vertex(v, symmetry, game.size) for v in rule.get("moves", [])]}
+            for rule in body["allowMoves"]
+        ]
+    if "avoidMoves" in body:
+        body["avoidMoves"] = [
+            {**rule, "moves": [transform_vertex(v, symmetry, game.size) for v in rule.get("moves", [])]}
+            for rule in body["avoidMoves"]
+        ]
+    body["komi"] = komi
+    return body
+
+
+class QuerySource:
+    """Endless stream of distinct positions; ``next()`` -> (position key, query body without id/maxVisits)."""
+
+    def __init__(
+        self,
+        games: Sequence[Game],
+        *,
+        seed: int = 0,
+        symmetries: int = 8,
+        komi_offsets: Sequence[float] = DEFAULT_KOMI_OFFSETS,
+    ) -> None:
+        if not 1 <= symmetries <= 8:
+            raise ValueError("symmetries must be 1..8")
+        if not komi_offsets:
+            raise ValueError("komi_offsets must not be empty")
+        self.games = list(games)
+        self.komi_offsets = tuple(float(k) for k in komi_offsets)
+        self.symmetries = symmetries
+        self._rng = random.Random(seed)
+        self._positions = [
+            Position(g, p, s, k)
+            for g, game in enumerate(self.games)
+            for p in range(game.prefixes)
+            for s in range(symmetries)
+            for k in range(len(self.komi_offsets))
+        ]
+        self._order: list[int] = []
+        self._seen: set[int] = set()
+        self.sent = 0
+        self.repeats = 0
+
+    @classmethod
+    def from_dirs(cls, dirs: Sequence[Path | str] | None = None, **kwargs: Any) -> QuerySource:
+        return cls(load_games([Path(d) for d in dirs] if dirs is not None else None), **kwargs)
+
+    @property
+    def size(self) -> int:
+        """Number of distinct positions."""
+        return len(self._positions)
+
+    def key(self, pos: Position) -> str:
+        return f"{self.games[pos.game].name}:{pos.prefix}:s{pos.symmetry}:k{self.komi_offsets[pos.komi_index]:+g}"
+
+    def query(self, pos: Position) -> dict[str, Any]:
+        game = self.games[pos.game]
+        return build_query(game, pos.prefix, pos.symmetry, game.komi + self.komi_offsets[pos.komi_index])
+
+    def next(self) -> tuple[str, dict[str, Any]]:
+        if not self._order:
+            self._order = list(range(len(self._positions)))
+            self._rng.shuffle(self._order)
+        index = self._order.pop()
+        self.sent += 1
+        if index in self._seen:
+            self.repeats += 1
+        else:
+            self._seen.add(index)
+        pos = self._positions[index]
+        return self.key(pos), self.query(pos)
+
+    def repeat_rate(self) -> float:
+        """Share of the positions handed out so far that had been handed out before in this source."""
+        return self.repeats / self.sent if self.sent else 0.0
