@@ -1,0 +1,121 @@
+"""The ASGI middleware every request passes: request id, bearer-token check, one log line, metrics.
+
+- `X-Request-ID`: a client's value is kept (printable ASCII, up to 128 characters) and returned; otherwise
+  kgserve makes one. Routes find it in `request.state.request_id`.
+- Auth (see kgserve.auth): 401 with `WWW-Authenticate: Bearer` before the route runs.
+- One log line per request, at its very end (after the last body byte, or the disconnect):
+  `request id=... POST /analysis status=200 outcome=ok latency_ms=... [queries=N] [detail=...]`.
+  The route may set `request.state.outcome` (e.g. deadline, disconnect, engine_died) and `.log_extra`;
+  otherwise the outcome follows from the status code.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kgserve.auth import TokenAuth
+from kgserve.metrics import Metrics
+
+__all__ = ["AccessMiddleware", "outcome_for_status"]
+
+log = logging.getLogger("kgserve.access")
+_OUTCOMES = {
+    200: "ok",
+    400: "rejected",
+    401: "unauthorized",
+    404: "not_found",
+    405: "bad_method",
+    413: "too_large",
+    429: "overloaded",
+    503: "unavailable",
+}
+
+
+def outcome_for_status(status: int | None) -> str:
+    if status is None:
+        return "no_response"
+    return _OUTCOMES.get(status, "error" if status >= 500 else f"http_{status}")
+
+
+def _request_id(raw: bytes | None) -> str:
+    if raw:
+        try:
+            text = raw.decode("ascii").strip()
+        except UnicodeDecodeError:
+            text = ""
+        if 0 < len(text) <= 128 and text.isprintable():
+            return text
+    return uuid.uuid4().hex
+
+
+class AccessMiddleware:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, auth: TokenAuth) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.auth = auth
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        headers = {key.lower(): value for key, value in scope.get("headers", [])}
+        request_id = _request_id(headers.get(b"x-request-id"))
+        state: dict[str, Any] = scope.setdefault("state", {})
+        state["request_id"] = request_id
+        status: list[int] = []
+        id_header = (b"x-request-id", request_id.encode("ascii"))
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status.append(int(message["status"]))
+                message = {**message, "headers": [*message.get("headers", []), id_header]}
+            await send(message)
+
+        path: str = scope.get("path", "")
+        try:
+            authorization = headers.get(b"authorization")
+            if not self.auth.allows(path, authorization.decode("latin-1") if authorization is not None else None):
+                await self._unauthorized(send_with_id)
+            else:
+                await self.app(scope, receive, send_with_id)
+        except BaseException:
+            state.setdefault("outcome", "error" if not status else outcome_for_status(status[0]))
+            raise
+        finally:
+            self._finish(scope, state, status[0] if status else None, time.perf_counter() - started)
+
+    @staticmethod
+    async def _unauthorized(send: Send) -> None:
+        body = json.dumps({"error": "kgserve: missing or wrong bearer token (Authorization: Bearer <token>)"})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body.encode()})
+
+    def _finish(self, scope: Scope, state: dict[str, Any], status: int | None, seconds: float) -> None:
+        outcome = state.get("outcome") or outcome_for_status(status)
+        path = scope.get("path", "")
+        extra = "".join(f" {key}={value}" for key, value in (state.get("log_extra") or {}).items())
+        log.info(
+            "request id=%s %s %s status=%s outcome=%s latency_ms=%.1f%s",
+            state.get("request_id"),
+            scope.get("method"),
+            path,
+            status,
+            outcome,
+            seconds * 1000.0,
+            extra,
+        )
+        if path != "/metrics":
+            self.metrics.observe(outcome, seconds)

@@ -1,0 +1,267 @@
+"""POST /analysis: one request's queries, from the body to the last streamed line.
+
+What the client sees (also in the README's HTTP section):
+
+- The body is what one would pipe into `katago analysis`: one JSON query (compact or pretty-printed) or
+  JSON lines. Lines KataGo would answer without an id (not JSON, not an object, no string id, an unknown
+  action) get KataGo's exact error line from kgserve itself; the five known actions get kgserve's own
+  error line (`kgserve accepts analysis queries only: ...`). None of them reaches the engine. Their lines
+  come first, in body order; the engine's lines follow in the order the engine writes them, with the
+  caller's ids, byte for byte as KataGo wrote them (partial `isDuringSearch` lines as they are produced).
+- Status: the status line must be sent before the first body byte, so kgserve holds the response back
+  until the engine's first analysis line (`isDuringSearch` true or false) for any query of the request,
+  or until every query is finished. 200 when some analysis came; 400 when every query was rejected
+  (by kgserve or by the engine, e.g. an illegal move), the body still holding the error lines.
+- Engine died (or could not take the query): 503. If the status line was already sent (200), the
+  response goes on and each query the engine never finished gets a line
+  `{"error":"engine died before finishing this query (...)","id":"<caller id>"}`.
+- Deadline (limits.deadline_s, or a shorter `X-Deadline-Ms`): kgserve sends `terminate` for every
+  unfinished query and streams what KataGo answers (its partial final result, or `noResults`). Header
+  `X-Deadline-Exceeded: true` when the status line was not yet sent; otherwise each cut query gets a
+  line `{"id":"<caller id>","warning":"kgserve: request deadline of N ms exceeded; ..."}` at the end.
+  If the engine does not answer a terminate within TERMINATE_GRACE_S, the query ends with an error line.
+- Client disconnect, at any point: `terminate` for every unfinished query of the request, at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterable, Mapping, Sequence
+from typing import Any, Protocol
+
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+from kgserve.limits import Admission
+from kgserve.protocol import Query, Rejected, dump_compact, error_line, line_kind, locate_id
+
+__all__ = [
+    "NDJSON",
+    "TERMINATE_GRACE_S",
+    "AnalysisResponse",
+    "PoolLike",
+    "is_analysis_line",
+    "plain_ndjson",
+    "refusal",
+    "split_items",
+]
+
+NDJSON = "application/x-ndjson"
+TERMINATE_GRACE_S = 10.0
+
+
+class PoolLike(Protocol):
+    def submit(self, query: Query) -> Any: ...
+
+    def abort(self, stream: Any) -> Any: ...
+
+    def status(self) -> Mapping[str, Any]: ...
+
+
+def is_analysis_line(line: bytes) -> bool:
+    span = locate_id(line)
+    return span is not None and line_kind(line, span[1]) in ("final", "partial")
+
+
+class _ClientGone(Exception):
+    pass
+
+
+class AnalysisResponse(Response):
+    """An ASGI response that runs the request's queries on the pool while streaming their lines."""
+
+    def __init__(
+        self,
+        *,
+        pool: PoolLike,
+        admission: Admission,
+        queries: Sequence[Query],
+        rejections: Sequence[bytes],
+        deadline_s: float,
+        state: Any,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(media_type=NDJSON, headers=dict(headers or {}))
+        self.pool = pool
+        self.admission = admission
+        self.queries = list(queries)
+        self.rejections = list(rejections)
+        self.deadline_s = deadline_s
+        self.request_state = state
+        self._send: Send | None = None
+        self._status: int | None = None
+        self._extra_headers: list[tuple[bytes, bytes]] = []
+
+    # -- sending -----------------------------------------------------------------------------------------
+    async def _start(self, status: int) -> None:
+        assert self._send is not None
+        self._status = status
+        headers = [*self.raw_headers, *self._extra_headers]
+        try:
+            await self._send({"type": "http.response.start", "status": status, "headers": headers})
+        except OSError as exc:
+            raise _ClientGone from exc
+
+    async def _body(self, chunk: bytes, more: bool = True) -> None:
+        assert self._send is not None
+        try:
+            await self._send({"type": "http.response.body", "body": chunk, "more_body": more})
+        except OSError as exc:
+            raise _ClientGone from exc
+
+    # -- engine side -------------------------------------------------------------------------------------
+    @staticmethod
+    async def _pump(index: int, stream: AsyncIterable[bytes], events: asyncio.Queue[tuple[str, int, Any]]) -> None:
+        try:
+            async for line in stream:
+                events.put_nowait(("line", index, bytes(line).rstrip(b"\r\n")))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            events.put_nowait(("died", index, f"{type(exc).__name__}: {exc}".strip(": ")))
+            return
+        events.put_nowait(("done", index, None))
+
+    async def _abort(self, stream: Any) -> None:
+        if stream is None:
+            return
+        try:
+            result = self.pool.abort(stream)
+            if inspect.isawaitable(result):
+                await result
+        except Exception:  # an engine that is gone has nothing left to abort
+            pass
+
+    @staticmethod
+    async def _watch_disconnect(receive: Receive, events: asyncio.Queue[tuple[str, int, Any]]) -> None:
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                events.put_nowait(("disconnect", -1, None))
+                return
+
+    def _submit(self, index: int, query: Query, events: asyncio.Queue[tuple[str, int, Any]]) -> Any:
+        try:
+            return self.pool.submit(query)
+        except Exception as exc:
+            events.put_nowait(("died", index, f"the engine could not take the query: {exc}"))
+            return None
+
+    # -- the exchange ------------------------------------------------------------------------------------
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        self._send = send
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue()
+        streams: dict[int, Any] = {}
+        pending: set[int] = set(range(len(self.queries)))
+        tasks: list[asyncio.Task[None]] = []
+        buffered: list[bytes] = list(self.rejections)
+        analysis = died = deadline_hit = gone = False
+        cut: list[int] = []
+        timers: list[asyncio.TimerHandle] = []
+        watcher = asyncio.create_task(self._watch_disconnect(receive, events))
+        try:
+            for index, query in enumerate(self.queries):
+                stream = streams[index] = self._submit(index, query, events)
+                if stream is not None:
+                    tasks.append(asyncio.create_task(self._pump(index, stream, events)))
+            timers.append(loop.call_later(self.deadline_s, events.put_nowait, ("deadline", -1, None)))
+            while pending:
+                kind, index, payload = await events.get()
+                if kind == "line":
+                    if self._status is not None:
+                        await self._body(payload + b"\n")
+                        continue
+                    buffered.append(payload)
+                    if is_analysis_line(payload):
+                        analysis = True
+                        await self._flush(200, buffered)
+                elif kind == "done":
+                    pending.discard(index)
+                elif kind == "died" and index in pending:
+                    pending.discard(index)
+                    died = True
+                    line = error_line(
+                        f"engine died before finishing this query (kgserve: {payload})",
+                        caller_id=self.queries[index].caller_id,
+                    )
+                    if self._status is None:
+                        buffered.append(line)
+                        await self._flush(503, buffered)
+                    else:
+                        await self._body(line + b"\n")
+                elif kind == "deadline":
+                    deadline_hit = True
+                    cut = sorted(pending)
+                    if self._status is None:
+                        self._extra_headers.append((b"x-deadline-exceeded", b"true"))
+                    for pending_index in cut:
+                        await self._abort(streams.get(pending_index))
+                    timers.append(loop.call_later(TERMINATE_GRACE_S, events.put_nowait, ("stuck", -1, None)))
+                elif kind == "stuck":
+                    for stuck_index in sorted(pending):
+                        events.put_nowait(("died", stuck_index, f"no answer to terminate within {TERMINATE_GRACE_S}s"))
+                elif kind == "disconnect":
+                    gone = True
+                    break
+            if not gone:
+                if self._status is None:
+                    await self._flush(200 if analysis else 503 if died else 400, buffered)
+                elif deadline_hit and cut:
+                    await self._deadline_notes(cut)
+                await self._body(b"", more=False)
+        except _ClientGone:
+            gone = True
+        finally:
+            for timer in timers:
+                timer.cancel()
+            watcher.cancel()
+            for index in sorted(pending):
+                await self._abort(streams.get(index))
+            for task in tasks:
+                task.cancel()
+            self.admission.release(len(self.queries))
+            self._record(gone=gone, died=died, deadline_hit=deadline_hit, analysis=analysis)
+
+    async def _flush(self, status: int, buffered: list[bytes]) -> None:
+        await self._start(status)
+        if buffered:
+            await self._body(b"".join(line + b"\n" for line in buffered))
+            buffered.clear()
+
+    async def _deadline_notes(self, cut: list[int]) -> None:
+        millis = round(self.deadline_s * 1000)
+        for index in cut:
+            note = {
+                "id": self.queries[index].caller_id,
+                "warning": f"kgserve: request deadline of {millis} ms exceeded; this query was terminated",
+            }
+            await self._body(dump_compact(note).encode("utf-8") + b"\n")
+
+    def _record(self, *, gone: bool, died: bool, deadline_hit: bool, analysis: bool) -> None:
+        if gone:
+            outcome = "disconnect"
+        elif died:
+            outcome = "engine_died"
+        elif deadline_hit:
+            outcome = "deadline"
+        else:
+            outcome = "ok" if analysis else "rejected"
+        self.request_state.outcome = outcome
+
+
+def plain_ndjson(status: int, lines: Sequence[bytes], headers: Mapping[str, str] | None = None) -> Response:
+    """A whole ndjson response known before any engine work (all rejected, or refused)."""
+    return Response(b"".join(line + b"\n" for line in lines), status_code=status, media_type=NDJSON, headers=headers)
+
+
+def refusal(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
+    """kgserve's own refusal of a whole request, as one ndjson error line."""
+    return plain_ndjson(status, [error_line(message)], headers)
+
+
+def split_items(items: Sequence[Query | Rejected]) -> tuple[list[Query], list[bytes]]:
+    queries = [item for item in items if isinstance(item, Query)]
+    rejections = [item.error_line for item in items if isinstance(item, Rejected)]
+    return queries, rejections

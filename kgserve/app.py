@@ -1,0 +1,81 @@
+"""The kgserve ASGI app: `create_app(settings)` builds one, with its own pool, limits, metrics and auth.
+
+No module globals: everything lives on `app.state` (`app.state.kgserve`, a ServeContext, and
+`app.state.metrics`). The lifespan reads the cfg's promote header, starts the engine pool (the pool
+starts its engines in the background: kgserve serves /healthz and /readyz while they start, and keeps
+serving if they fail) and closes it at shutdown (terminate_all, stdin closed, wait, kill if needed).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from kgserve.access import AccessMiddleware
+from kgserve.analysis import PoolLike
+from kgserve.auth import TokenAuth, token_from_env
+from kgserve.intake import ServeContext
+from kgserve.limits import Admission
+from kgserve.metrics import Metrics
+from kgserve.provenance import read_provenance
+from kgserve.routes import router
+from kgserve.settings import Settings
+
+__all__ = ["PoolFactory", "create_app", "default_pool_factory"]
+
+log = logging.getLogger("kgserve")
+PoolFactory = Callable[[Settings], PoolLike]
+
+
+def default_pool_factory(settings: Settings) -> PoolLike:
+    from kgserve.pool import EnginePool  # the engine side; imported only when an app starts
+
+    pool: PoolLike = EnginePool(settings)
+    return pool
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+def create_app(settings: Settings, *, pool_factory: PoolFactory | None = None) -> FastAPI:
+    admission = Admission(settings.limits.max_inflight_queries)
+    ctx = ServeContext(settings=settings, admission=admission)
+    metrics = Metrics(
+        status=lambda: ctx.pool.status() if ctx.pool is not None else None,
+        inflight=lambda: admission.inflight,
+    )
+    factory = pool_factory or default_pool_factory
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        provenance = read_provenance(settings.engine.cfg)
+        if provenance is not None:
+            log.info("%s", provenance.summary())
+            warning = provenance.warning()
+            if warning:
+                log.warning("%s", warning)
+        ctx.provenance = provenance.as_dict() if provenance is not None else None
+        pool = factory(settings)
+        start = getattr(pool, "start", None)
+        if start is not None:
+            await _maybe_await(start())
+        ctx.pool = pool
+        try:
+            yield
+        finally:
+            log.info("closing the engine pool (grace %.1fs)", settings.server.grace_period_s)
+            await _maybe_await(pool.close(settings.server.grace_period_s))  # type: ignore[attr-defined]
+            log.info("engine pool closed")
+
+    app = FastAPI(title="kgserve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.kgserve = ctx
+    app.state.metrics = metrics
+    app.include_router(router)
+    app.add_middleware(AccessMiddleware, metrics=metrics, auth=TokenAuth(token_from_env(settings.server)))
+    return app

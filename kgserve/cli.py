@@ -1,0 +1,171 @@
+"""`python -m kgserve [--config PATH] [--backend NAME] [--port N] [--host H]`: serve runtime/config.yaml.
+
+- Start-up checks before anything runs: a missing engine binary, model or cfg exits with code 2 and one
+  paragraph on stderr naming each missing path and the config key it came from. A config file that does
+  not load also exits 2. (An engine that starts and then fails does not stop kgserve: /readyz says why.)
+- `--port 0` binds a free port; once serving, kgserve logs `kgserve listening on http://HOST:PORT`.
+- SIGTERM / SIGINT: stop accepting, let in-flight requests finish within server.grace_period_s (then
+  they are cut, which terminates their queries), then close the pool (terminate_all, close stdin, wait,
+  kill) and exit 0. A second SIGINT forces the exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import logging
+import math
+import os
+import shutil
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from kgserve.settings import ConfigError, Settings, load_settings
+
+__all__ = ["bind_socket", "main", "startup_problems"]
+
+log = logging.getLogger("kgserve")
+EXIT_STARTUP = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m kgserve", description="Serve KataGo analysis over HTTP.")
+    parser.add_argument("--config", type=Path, default=None, help="config file (default: runtime/config.yaml)")
+    parser.add_argument("--backend", default=None, help="engine backend: cuda, trt, eigen or sim")
+    parser.add_argument("--port", type=int, default=None, help="port (0: pick a free one)")
+    parser.add_argument("--host", default=None, help="address to bind (default: server.host, 127.0.0.1)")
+    return parser
+
+
+def startup_problems(settings: Settings) -> list[str]:
+    """One sentence per missing file the engine needs, naming the path and its config key."""
+    engine = settings.engine
+    backend = engine.backend
+    source = f" in {settings.source}" if settings.source else ""
+    problems: list[str] = []
+    argv = engine.argv_prefix(backend)
+    program = argv[0]
+    command_key = f"engine.backends.{backend}.command"
+    if "/" in program:
+        if not Path(program).is_file():
+            problems.append(f"the engine binary {program} does not exist (config key {command_key}{source})")
+        elif not os.access(program, os.X_OK):
+            problems.append(f"the engine binary {program} is not executable (config key {command_key}{source})")
+    elif shutil.which(program) is None:
+        problems.append(f"the engine program {program!r} is not on PATH (config key {command_key}{source})")
+    if argv[1:3] == ["-m", "kgserve.sim"] and importlib.util.find_spec("kgserve.sim") is None:
+        problems.append(f"the simulated engine module kgserve.sim is not installed (config key {command_key}{source})")
+    model = engine.model_for(backend)
+    model_key = f"engine.backends.{backend}.model" if engine.backend_settings(backend).model else "engine.model"
+    if not model.is_file():
+        problems.append(f"the model file {model} does not exist (config key {model_key}{source})")
+    if not engine.cfg.is_file():
+        problems.append(f"the KataGo analysis cfg {engine.cfg} does not exist (config key engine.cfg{source})")
+    return problems
+
+
+def _problem_paragraph(settings: Settings, problems: list[str]) -> str:
+    text = "; ".join(problems)
+    return (
+        f"kgserve cannot start the {settings.engine.backend} engine: {text}. Fix the path in the config file "
+        "(or fetch the release and network with runtime/fetch_katago.sh), or pick another backend with "
+        "--backend (sim needs no GPU and no KataGo)."
+    )
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A bound socket for HOST:PORT (port 0: the kernel picks a free port)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[
+        0
+    ]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, announcing the bound address once it accepts connections."""
+
+    def __init__(self, config: uvicorn.Config, *, url_host: str) -> None:
+        super().__init__(config)
+        self.url_host = url_host
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started and sockets:
+            log.info("kgserve listening on http://%s:%d", self.url_host, sockets[0].getsockname()[1])
+
+
+async def _serve(settings: Settings, sock: socket.socket) -> None:
+    from kgserve.app import create_app
+
+    config = uvicorn.Config(
+        create_app(settings),
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=max(1, math.ceil(settings.server.grace_period_s)),
+        timeout_keep_alive=30,
+    )
+    server = _Server(config, url_host=_url_host(settings.server.host))
+    await server.serve(sockets=[sock])
+
+
+def _logging(level: str) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config).with_overrides(backend=args.backend, port=args.port, host=args.host)
+    except ConfigError as exc:
+        print(f"kgserve: {exc}", file=sys.stderr)
+        return EXIT_STARTUP
+    _logging(settings.server.log_level)
+    problems = startup_problems(settings)
+    if problems:
+        print(_problem_paragraph(settings, problems), file=sys.stderr)
+        return EXIT_STARTUP
+    from kgserve.auth import exposure_warning, token_from_env
+
+    warning = exposure_warning(settings.server, token_from_env(settings.server))
+    if warning:
+        log.warning("%s", warning)
+    try:
+        sock = bind_socket(settings.server.host, settings.server.port)
+    except OSError as exc:
+        print(
+            f"kgserve cannot listen on {settings.server.host}:{settings.server.port} (server.host / server.port "
+            f"or --host / --port): {exc.strerror or exc}",
+            file=sys.stderr,
+        )
+        return EXIT_STARTUP
+    # uvicorn re-raises the signal that stopped it once it has shut down; with these handlers that
+    # second delivery is a no-op and kgserve exits 0 after a graceful shutdown.
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: None)
+    try:
+        asyncio.run(_serve(settings, sock))
+    finally:
+        sock.close()
+    log.info("kgserve stopped")
+    return 0

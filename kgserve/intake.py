@@ -1,0 +1,102 @@
+"""From an HTTP request to the response for POST /analysis: read, split, classify, cap, admit.
+
+Everything refused here is refused before the engine sees a byte (see kgserve.limits and
+kgserve.analysis for what the client gets).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from kgserve.analysis import AnalysisResponse, PoolLike, plain_ndjson, refusal
+from kgserve.limits import (
+    Admission,
+    BadRequestHeader,
+    BodyTooLarge,
+    CheckedQuery,
+    check_query,
+    deadline_seconds,
+    read_limited,
+)
+from kgserve.protocol import Query, classify_line, split_body
+from kgserve.settings import Settings
+
+__all__ = ["RETRY_AFTER_S", "ServeContext", "handle_analysis"]
+
+RETRY_AFTER_S = 1
+
+
+@dataclass
+class ServeContext:
+    """What the routes share, kept on `app.state.kgserve` (one per app, no module globals)."""
+
+    settings: Settings
+    admission: Admission
+    pool: PoolLike | None = None
+    provenance: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _note(request: Request, **values: Any) -> None:
+    extra = getattr(request.state, "log_extra", None) or {}
+    extra.update(values)
+    request.state.log_extra = extra
+
+
+async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
+    limits = ctx.settings.limits
+    try:
+        deadline_s = deadline_seconds(request.headers.get("x-deadline-ms"), limits)
+    except BadRequestHeader as exc:
+        return refusal(400, f"kgserve: {exc}")
+    try:
+        body = await read_limited(request.headers.get("content-length"), request.stream(), limits.max_body_bytes)
+    except BodyTooLarge as exc:
+        return refusal(413, f"kgserve: {exc} (limits.max_body_bytes)")
+    lines = split_body(body)
+    if not lines:
+        return refusal(400, "kgserve: empty request body: send one JSON query or JSON lines")
+    if len(lines) > limits.max_queries_per_request:
+        return refusal(
+            413,
+            f"kgserve: {len(lines)} request lines, over the limit of {limits.max_queries_per_request} "
+            "(limits.max_queries_per_request)",
+        )
+    queries: list[Query] = []
+    rejections: list[bytes] = []
+    clamped: list[str] = []
+    for line in lines:
+        item = classify_line(line)
+        checked = check_query(item, limits) if isinstance(item, Query) else item
+        if isinstance(checked, CheckedQuery):
+            queries.append(checked.query)
+            if checked.clamped:
+                clamped.append(checked.query.caller_id)
+        else:
+            rejections.append(checked.error_line)
+    _note(request, queries=len(queries), rejected=len(rejections))
+    headers = {"x-visits-clamped": str(limits.max_visits)} if clamped else {}
+    if not queries:
+        return plain_ndjson(400, rejections, headers)
+    if ctx.pool is None:
+        return refusal(503, "kgserve: the engine pool is not running", {"retry-after": str(RETRY_AFTER_S)})
+    if not ctx.admission.try_acquire(len(queries)):
+        return refusal(
+            429,
+            f"kgserve: over the limit of {ctx.admission.max_inflight} queries in flight "
+            "(limits.max_inflight_queries); retry later",
+            {"retry-after": str(RETRY_AFTER_S)},
+        )
+    return AnalysisResponse(
+        pool=ctx.pool,
+        admission=ctx.admission,
+        queries=queries,
+        rejections=rejections,
+        deadline_s=deadline_s,
+        state=request.state,
+        headers=headers,
+    )

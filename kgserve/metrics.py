@@ -1,0 +1,67 @@
+"""Prometheus metrics of one kgserve app, in a registry of its own (no process-wide globals).
+
+- kgserve_requests_total{outcome}          requests by outcome (ok, rejected, deadline, disconnect, ...)
+- kgserve_request_latency_seconds          request latency histogram (all routes but /metrics)
+- kgserve_inflight_queries                 queries admitted and not finished
+- kgserve_engine_up{engine}                1 when that engine is ready
+- kgserve_engine_restarts_total{engine}    restarts of that engine
+- kgserve_engine_outstanding_visits{engine} visits queued or running on that engine
+
+Engine figures are read from the pool's status() at scrape time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+__all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
+
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class _LiveCollector(Collector):
+    def __init__(self, status: Callable[[], Mapping[str, Any] | None], inflight: Callable[[], int]) -> None:
+        self._status = status
+        self._inflight = inflight
+
+    def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily("kgserve_inflight_queries", "Queries admitted and not finished", value=self._inflight())
+        up = GaugeMetricFamily("kgserve_engine_up", "1 when the engine is ready", labels=["engine"])
+        restarts = CounterMetricFamily("kgserve_engine_restarts", "Engine restarts", labels=["engine"])
+        visits = GaugeMetricFamily(
+            "kgserve_engine_outstanding_visits", "Visits queued or running on the engine", labels=["engine"]
+        )
+        status = self._status() or {}
+        for engine in status.get("engines") or []:
+            label = [str(engine.get("index", "?"))]
+            up.add_metric(label, 1.0 if engine.get("state") == "ready" else 0.0)
+            restarts.add_metric(label, float(engine.get("restarts") or 0))
+            visits.add_metric(label, float(engine.get("outstanding_visits") or 0))
+        yield up
+        yield restarts
+        yield visits
+
+
+class Metrics:
+    def __init__(self, status: Callable[[], Mapping[str, Any] | None], inflight: Callable[[], int]) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self.requests = Counter("kgserve_requests", "HTTP requests by outcome", ["outcome"], registry=self.registry)
+        self.latency = Histogram(
+            "kgserve_request_latency_seconds",
+            "HTTP request latency, from the request's arrival to its last byte",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.registry.register(_LiveCollector(status, inflight))
+
+    def observe(self, outcome: str, seconds: float) -> None:
+        self.requests.labels(outcome=outcome).inc()
+        self.latency.observe(seconds)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

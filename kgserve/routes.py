@@ -1,0 +1,41 @@
+"""kgserve's routes; thin: the work is in kgserve.intake / kgserve.analysis / kgserve.readiness."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+
+from kgserve.intake import ServeContext, handle_analysis
+from kgserve.metrics import CONTENT_TYPE_LATEST, Metrics
+from kgserve.readiness import readiness
+
+__all__ = ["router"]
+
+router = APIRouter()
+
+
+def _ctx(request: Request) -> ServeContext:
+    ctx: ServeContext = request.app.state.kgserve
+    return ctx
+
+
+@router.post("/analysis")
+async def analysis(request: Request) -> Response:
+    return await handle_analysis(request, _ctx(request))
+
+
+@router.get("/healthz")
+async def healthz() -> JSONResponse:
+    return JSONResponse({"status": "alive"})
+
+
+@router.get("/readyz")
+async def readyz(request: Request) -> JSONResponse:
+    ready, payload = readiness(_ctx(request))
+    return JSONResponse(payload, status_code=200 if ready else 503)
+
+
+@router.get("/metrics")
+async def metrics(request: Request) -> Response:
+    registry: Metrics = request.app.state.metrics
+    return Response(registry.render(), media_type=CONTENT_TYPE_LATEST)
