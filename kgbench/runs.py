@@ -1,0 +1,145 @@
+"""Reading a kgbench sweep back from MLflow (shared by promote and report).
+
+Schema (see the MLflow section of the project contracts): one parent run per sweep (tags
+kgbench.role=sweep, kgbench.sweep_id), one child run per job (kgbench.role=job, mlflow.parentRunId).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from mlflow.entities import Run
+from mlflow.tracking import MlflowClient
+
+from kgbench.selection import Candidate
+
+__all__ = [
+    "DEFAULT_EXPERIMENT",
+    "PROJECT_ROOT",
+    "SweepNotFound",
+    "candidates",
+    "default_tracking_uri",
+    "find_sweep",
+    "label_of",
+    "make_client",
+    "promoted_runs",
+    "sweep_children",
+    "sweep_id_of",
+    "swept_keys",
+]
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_EXPERIMENT = "kgbench"
+SWEPT_PARAM_PREFIXES = ("katago.", "load.", "bench.")
+SWEPT_PARAMS = ("backend", "engines", "transport", "mode")
+
+
+class SweepNotFound(LookupError):
+    """No sweep (parent run) or run matches what was asked for."""
+
+
+def default_tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI if set, else the repository's sqlite store (what `mlflow ui` in the root reads)."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{PROJECT_ROOT / 'mlflow.db'}"
+
+
+def make_client(tracking_uri: str | None = None) -> MlflowClient:
+    return MlflowClient(tracking_uri=tracking_uri or default_tracking_uri())
+
+
+def _experiment_ids(client: MlflowClient, experiment: str | None) -> list[str]:
+    name = experiment or DEFAULT_EXPERIMENT
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        raise SweepNotFound(f"no MLflow experiment named {name!r} at {client.tracking_uri}")
+    return [exp.experiment_id]
+
+
+def find_sweep(client: MlflowClient, experiment: str | None = None, sweep: str | None = None) -> Run:
+    """The sweep's parent run: by kgbench.sweep_id tag or parent run id, else the latest sweep."""
+    ids = _experiment_ids(client, experiment)
+    query = "tags.`kgbench.role` = 'sweep'"
+    if sweep:
+        found = client.search_runs(ids, f"{query} and tags.`kgbench.sweep_id` = '{sweep}'", max_results=5)
+        if not found:
+            try:
+                run = client.get_run(sweep)
+            except Exception as exc:  # mlflow raises MlflowException for an unknown id
+                raise SweepNotFound(f"no sweep {sweep!r} (neither a kgbench.sweep_id nor a run id)") from exc
+            return run
+        return sorted(found, key=lambda r: r.info.start_time or 0)[-1]
+    found = client.search_runs(ids, query, order_by=["attributes.start_time DESC"], max_results=1)
+    if not found:
+        raise SweepNotFound(f"no sweep (parent run tagged kgbench.role=sweep) in experiment {ids}")
+    return found[0]
+
+
+def sweep_id_of(parent: Run) -> str:
+    return parent.data.tags.get("kgbench.sweep_id") or parent.info.run_id
+
+
+def sweep_children(client: MlflowClient, parent: Run) -> list[Run]:
+    """The job runs of a sweep (children of the parent run), oldest first."""
+    exp = [parent.info.experiment_id]
+    runs = client.search_runs(exp, f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'", max_results=5000)
+    sweep_id = parent.data.tags.get("kgbench.sweep_id")
+    if not runs and sweep_id:
+        query = f"tags.`kgbench.sweep_id` = '{sweep_id}' and tags.`kgbench.role` = 'job'"
+        runs = client.search_runs(exp, query, max_results=5000)
+    return sorted(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id))
+
+
+def promoted_runs(client: MlflowClient, experiment_ids: Sequence[str]) -> list[Run]:
+    return client.search_runs(list(experiment_ids), "tags.promoted = 'true'", max_results=1000)
+
+
+def swept_keys(runs: Sequence[Run]) -> list[str]:
+    """Params that name the configuration (katago.*, load.*, backend, ...) and differ between runs."""
+    keys: set[str] = set()
+    for run in runs:
+        keys.update(k for k in run.data.params if k.startswith(SWEPT_PARAM_PREFIXES) or k in SWEPT_PARAMS)
+    varying = [k for k in keys if len({run.data.params.get(k) for run in runs}) > 1]
+    return sorted(varying, key=lambda k: (k not in SWEPT_PARAMS, k))
+
+
+def label_of(run: Run, keys: Sequence[str]) -> str:
+    return " ".join(f"{k.split('.', 1)[-1]}={run.data.params.get(k, '-')}" for k in keys if k != "backend")
+
+
+def _metric(run: Run, key: str) -> float | None:
+    value = run.data.metrics.get(key)
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else float(value)
+
+
+def _flag(run: Run, key: str) -> bool:
+    return run.data.tags.get(key, "false").strip().lower() == "true"
+
+
+def candidates(runs: Sequence[Run]) -> list[Candidate]:
+    keys = swept_keys(runs)
+    out = []
+    for run in runs:
+        tags = run.data.tags
+        out.append(
+            Candidate(
+                run_id=run.info.run_id,
+                status=run.info.status,
+                backend=tags.get("backend") or run.data.params.get("backend", ""),
+                req_per_s=_metric(run, "req_per_s"),
+                p50_ms=_metric(run, "p50_ms"),
+                p99_ms=_metric(run, "p99_ms"),
+                errors=_metric(run, "errors"),
+                timeouts=_metric(run, "timeouts"),
+                unstable=_flag(run, "kgbench.unstable"),
+                invalid=_flag(run, "kgbench.invalid"),
+                invalid_reason=tags.get("kgbench.invalid_reason", ""),
+                failed=tags.get("kgbench.status") == "failed",
+                simulated=_flag(run, "simulated"),
+                promoted=_flag(run, "promoted"),
+                label=label_of(run, keys),
+            )
+        )
+    return out
