@@ -104,30 +104,50 @@ class LimitsSettings(_Strict):
 
 
 class ReleaseNetwork(_Strict):
-    name: str
+    name: str  # file name under runtime/models/
     url: str
-    sha256: str | None = None
+    sha256: str | None = None  # null: runtime/fetch_katago.sh records it after the first download
+    size_bytes: int | None = Field(None, ge=1)  # published size, a cheap sanity check before hashing
 
 
 class ReleaseSettings(_Strict):
+    """The pinned KataGo release (one version for every backend) and the pinned network."""
+
     version: str
-    assets: dict[str, str]
-    url_base: str
-    sha256: dict[str, str | None] = {}
+    assets: dict[str, str]  # backend -> Linux x64 zip asset name of `version`
+    url_base: str  # <url_base>/<version>/<asset>
+    sha256: dict[str, str | None] = {}  # backend -> sha256 of the zip (null: recorded on first download)
     network: ReleaseNetwork
+
+    @field_validator("assets")
+    @classmethod
+    def _asset_backends(cls, value: dict[str, str]) -> dict[str, str]:
+        unknown = sorted(set(value) - set(BACKEND_NAMES))
+        if unknown:
+            raise ValueError(f"unknown backend(s) {unknown}; expected some of {list(BACKEND_NAMES)}")
+        return value
+
+    def asset_url(self, backend: str) -> str:
+        return f"{self.url_base.rstrip('/')}/{self.version}/{self.assets[backend]}"
 
 
 class ClusterSettings(_Strict):
+    """PBS resources and the enroot container (runtime/enroot_create.pbs, runtime/enroot_start.pbs)."""
+
     node: str = "hopper-34"
     queue: str | None = None
     gpus: int = Field(1, ge=1)
     cpus: int = Field(16, ge=1)
     memory: str = "128gb"
-    walltime: str = "08:00:00"
+    walltime: str = "08:00:00"  # the interactive job (enroot_start.pbs)
+    create_walltime: str = "02:00:00"  # the image build job (enroot_create.pbs)
+    interactive_command: bool = True  # qsub -I ... -- <script>; false: plain qsub -I, run the script inside
     tmux_session: str = "go"
     base_image: str
     container_name: str = "kgbench"
     image_path: Path = Path("kgbench.sqsh")
+    venv: str = "/opt/kgbench-venv"  # Python environment inside the image (the project is installed editable)
+    apt_packages: list[str] = []
 
 
 class Settings(_Strict):
