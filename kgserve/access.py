@@ -117,5 +117,4 @@ class AccessMiddleware:
             seconds * 1000.0,
             extra,
         )
-        if path != "/metrics":
-            self.metrics.observe(outcome, seconds)
+        self.metrics.observe(outcome, seconds if path != "/metrics" else None)

@@ -82,7 +82,12 @@ class AnalysisResponse(Response):
         state: Any,
         headers: Mapping[str, str] | None = None,
     ) -> None:
-        super().__init__(media_type=NDJSON, headers=dict(headers or {}))
+        # no super().__init__: that would declare a Content-Length; this body is streamed (chunked)
+        self.status_code = 200
+        self.background = None
+        self.raw_headers = [(b"content-type", NDJSON.encode()), (b"cache-control", b"no-store")] + [
+            (key.lower().encode("latin-1"), value.encode("latin-1")) for key, value in (headers or {}).items()
+        ]
         self.pool = pool
         self.admission = admission
         self.queries = list(queries)
@@ -159,6 +164,7 @@ class AnalysisResponse(Response):
         buffered: list[bytes] = list(self.rejections)
         analysis = died = deadline_hit = gone = False
         cut: list[int] = []
+        cut_notes: list[int] = []  # queries cut after the status line went out: they get a warning line
         timers: list[asyncio.TimerHandle] = []
         watcher = asyncio.create_task(self._watch_disconnect(receive, events))
         try:
@@ -196,6 +202,9 @@ class AnalysisResponse(Response):
                     cut = sorted(pending)
                     if self._status is None:
                         self._extra_headers.append((b"x-deadline-exceeded", b"true"))
+                        cut_notes = []
+                    else:
+                        cut_notes = cut
                     for pending_index in cut:
                         await self._abort(streams.get(pending_index))
                     timers.append(loop.call_later(TERMINATE_GRACE_S, events.put_nowait, ("stuck", -1, None)))
@@ -208,8 +217,8 @@ class AnalysisResponse(Response):
             if not gone:
                 if self._status is None:
                     await self._flush(200 if analysis else 503 if died else 400, buffered)
-                elif deadline_hit and cut:
-                    await self._deadline_notes(cut)
+                elif cut_notes:
+                    await self._deadline_notes(cut_notes)
                 await self._body(b"", more=False)
         except _ClientGone:
             gone = True

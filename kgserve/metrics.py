@@ -59,9 +59,10 @@ class Metrics:
         )
         self.registry.register(_LiveCollector(status, inflight))
 
-    def observe(self, outcome: str, seconds: float) -> None:
+    def observe(self, outcome: str, seconds: float | None) -> None:
         self.requests.labels(outcome=outcome).inc()
-        self.latency.observe(seconds)
+        if seconds is not None:
+            self.latency.observe(seconds)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
