@@ -25,7 +25,9 @@ def lines(response: httpx.Response) -> list[dict[str, Any]]:
     return [json.loads(line) for line in response.content.splitlines()]
 
 
-async def test_single_query_streams_ndjson_with_request_id(settings_factory, serve, scripted_pool) -> None:
+async def test_single_query_streams_ndjson_with_request_id(
+    settings_factory: Any, serve: Any, scripted_pool: Any
+) -> None:
     app = create_app(settings_factory(), pool_factory=lambda s: scripted_pool)
     async with serve(app) as url, httpx.AsyncClient(base_url=url) as client:
         response = await client.post("/analysis", content=body(), headers={"X-Request-ID": "abc-1"})
@@ -36,7 +38,9 @@ async def test_single_query_streams_ndjson_with_request_id(settings_factory, ser
     assert scripted_pool.closed
 
 
-async def test_rejections_come_first_and_all_rejected_is_400(settings_factory, serve, scripted_pool) -> None:
+async def test_rejections_come_first_and_all_rejected_is_400(
+    settings_factory: Any, serve: Any, scripted_pool: Any
+) -> None:
     app = create_app(settings_factory(), pool_factory=lambda s: scripted_pool)
     async with serve(app) as url, httpx.AsyncClient(base_url=url) as client:
         mixed = await client.post("/analysis", content=b"[1]\n" + body(id="ok") + b"\nnope\n")
@@ -59,7 +63,7 @@ async def test_rejections_come_first_and_all_rejected_is_400(settings_factory, s
     assert [s.query.caller_id for s in scripted_pool.streams] == ["ok"]
 
 
-async def test_deadline_before_first_line_sets_header(settings_factory, serve, scripted_pool) -> None:
+async def test_deadline_before_first_line_sets_header(settings_factory: Any, serve: Any, scripted_pool: Any) -> None:
     app = create_app(settings_factory(), pool_factory=lambda s: scripted_pool)
     async with serve(app) as url, httpx.AsyncClient(base_url=url) as client:
         started = asyncio.get_running_loop().time()
@@ -74,7 +78,9 @@ async def test_deadline_before_first_line_sets_header(settings_factory, serve, s
     assert bad.status_code == 400
 
 
-async def test_deadline_after_headers_appends_a_warning_line(settings_factory, serve, scripted_pool) -> None:
+async def test_deadline_after_headers_appends_a_warning_line(
+    settings_factory: Any, serve: Any, scripted_pool: Any
+) -> None:
     app = create_app(settings_factory(), pool_factory=lambda s: scripted_pool)
     async with serve(app) as url, httpx.AsyncClient(base_url=url) as client:
         response = await client.post(
@@ -88,7 +94,7 @@ async def test_deadline_after_headers_appends_a_warning_line(settings_factory, s
 
 
 async def test_engine_that_never_answers_terminate_does_not_hang(
-    settings_factory, serve, pool_class, monkeypatch: pytest.MonkeyPatch
+    settings_factory: Any, serve: Any, pool_class: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(analysis, "TERMINATE_GRACE_S", 0.3)
     pool = pool_class(ignore_abort=True)
@@ -101,7 +107,7 @@ async def test_engine_that_never_answers_terminate_does_not_hang(
     assert line["id"] == "q" and line["error"].startswith("engine died") and "terminate" in line["error"]
 
 
-async def test_engine_crash_before_first_line_is_503(settings_factory, serve, scripted_pool) -> None:
+async def test_engine_crash_before_first_line_is_503(settings_factory: Any, serve: Any, scripted_pool: Any) -> None:
     app = create_app(settings_factory(), pool_factory=lambda s: scripted_pool)
     async with serve(app) as url, httpx.AsyncClient(base_url=url) as client:
         pending = asyncio.create_task(client.post("/analysis", content=body(maxVisits=60_000)))
@@ -115,11 +121,15 @@ async def test_engine_crash_before_first_line_is_503(settings_factory, serve, sc
     assert "signal 9" in line["error"]
 
 
-async def test_engine_crash_after_first_line_appends_error_line(settings_factory, serve, scripted_pool) -> None:
+async def test_engine_crash_after_first_line_appends_error_line(
+    settings_factory: Any, serve: Any, scripted_pool: Any
+) -> None:
     app = create_app(settings_factory(), pool_factory=lambda s: scripted_pool)
-    async with serve(app) as url, httpx.AsyncClient(base_url=url) as client, client.stream(
-        "POST", "/analysis", content=body(maxVisits=60_000, reportDuringSearchEvery=0.1)
-    ) as response:
+    async with (
+        serve(app) as url,
+        httpx.AsyncClient(base_url=url) as client,
+        client.stream("POST", "/analysis", content=body(maxVisits=60_000, reportDuringSearchEvery=0.1)) as response,
+    ):
         assert response.status_code == 200
         chunks = response.aiter_lines()
         first = json.loads(await anext(chunks))
@@ -129,7 +139,7 @@ async def test_engine_crash_after_first_line_appends_error_line(settings_factory
     assert len(rest) == 1 and rest[0]["id"] == "q" and rest[0]["error"].startswith("engine died")
 
 
-async def test_not_ready_pool_is_503(settings_factory, serve, scripted_pool) -> None:
+async def test_not_ready_pool_is_503(settings_factory: Any, serve: Any, scripted_pool: Any) -> None:
     app = create_app(settings_factory(), pool_factory=lambda s: scripted_pool)
     async with serve(app) as url, httpx.AsyncClient(base_url=url) as client:
         scripted_pool.ready = False
@@ -148,7 +158,7 @@ async def test_not_ready_pool_is_503(settings_factory, serve, scripted_pool) -> 
     assert document["cfg"].endswith("katago_serving.cfg") and document["model"].endswith(".bin.gz")
 
 
-async def test_in_flight_bound_gives_429_at_once(settings_factory, serve, scripted_pool) -> None:
+async def test_in_flight_bound_gives_429_at_once(settings_factory: Any, serve: Any, scripted_pool: Any) -> None:
     app = create_app(settings_factory(limits={"max_inflight_queries": 2}), pool_factory=lambda s: scripted_pool)
     two = body(id="a", maxVisits=2000) + b"\n" + body(id="b", maxVisits=2000)
     async with serve(app) as url, httpx.AsyncClient(base_url=url) as client:
@@ -169,7 +179,7 @@ async def test_in_flight_bound_gives_429_at_once(settings_factory, serve, script
     assert 'kgserve_engine_up{engine="0"} 1.0' in metrics
 
 
-async def test_body_limits_give_413(settings_factory, serve, scripted_pool) -> None:
+async def test_body_limits_give_413(settings_factory: Any, serve: Any, scripted_pool: Any) -> None:
     settings = settings_factory(limits={"max_body_bytes": 2000, "max_queries_per_request": 3})
     app = create_app(settings, pool_factory=lambda s: scripted_pool)
 
@@ -189,7 +199,7 @@ async def test_body_limits_give_413(settings_factory, serve, scripted_pool) -> N
 
 
 @pytest.mark.parametrize("mode", ["reject", "clamp"])
-async def test_visits_cap(settings_factory, serve, scripted_pool, mode: str) -> None:
+async def test_visits_cap(settings_factory: Any, serve: Any, scripted_pool: Any, mode: str) -> None:
     settings = settings_factory(limits={"max_visits": 50, "visits_over_cap": mode, "max_turns_per_query": 3})
     app = create_app(settings, pool_factory=lambda s: scripted_pool)
     async with serve(app) as url, httpx.AsyncClient(base_url=url) as client:
@@ -210,7 +220,9 @@ async def test_visits_cap(settings_factory, serve, scripted_pool, mode: str) -> 
         assert scripted_pool.streams[0].query.body["maxVisits"] == 50
 
 
-async def test_bearer_token(settings_factory, serve, scripted_pool, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_bearer_token(
+    settings_factory: Any, serve: Any, scripted_pool: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KGSERVE_TEST_TOKEN", "s3cret")
     settings = settings_factory(server={"auth_token_env": "KGSERVE_TEST_TOKEN"})
     app = create_app(settings, pool_factory=lambda s: scripted_pool)
@@ -229,7 +241,7 @@ async def test_bearer_token(settings_factory, serve, scripted_pool, monkeypatch:
     assert 'kgserve_requests_total{outcome="unauthorized"} 3.0' in metrics_ok.text
 
 
-async def test_client_disconnect_aborts_its_queries(settings_factory, serve, scripted_pool) -> None:
+async def test_client_disconnect_aborts_its_queries(settings_factory: Any, serve: Any, scripted_pool: Any) -> None:
     app = create_app(settings_factory(), pool_factory=lambda s: scripted_pool)
     async with serve(app) as url:
         port = int(url.rsplit(":", 1)[1])
