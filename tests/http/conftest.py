@@ -178,3 +178,24 @@ def scripted_pool() -> ScriptedPool:
 @pytest.fixture
 def pool_class() -> type[ScriptedPool]:
     return ScriptedPool
+
+
+def write_config(directory: Path, *, backend: str = "sim", **sections: dict[str, Any]) -> Path:
+    """A config file in `directory`: runtime/config.yaml with absolute paths and `sections` merged in."""
+    import yaml
+
+    raw = load_settings(REPO / "runtime" / "config.yaml").model_dump(mode="json", exclude_none=True)
+    raw["engine"]["backend"] = backend
+    for section, values in sections.items():
+        target = raw
+        for part in section.split("."):
+            target = target.setdefault(part, {})
+        target.update(values)
+    path = directory / "config.yaml"
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def config_writer() -> Callable[..., Path]:
+    return write_config
