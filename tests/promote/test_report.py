@@ -1,0 +1,96 @@
+"""`python -m kgbench.report` against a real MLflow store: table, PNGs, Markdown, parent-run artifacts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib.image as mpimg
+import numpy as np
+import pandas as pd
+import pytest
+
+from kgbench import report as report_mod
+from kgbench.reportplots import pareto_front
+
+from .conftest import Store
+
+OK = {"errors": 0, "timeouts": 0, "p50_ms": 300.0, "visits_per_s": 900.0, "nn_avg_batch_size": 12.5}
+
+
+def _plant(store: Store) -> dict[str, str]:
+    store.sweep("rep")
+    ids = {}
+    for i, (backend, batch, rps, p99, errors) in enumerate(
+        [
+            ("trt", "32", 12.0, 800.0, 0),
+            ("trt", "64", 15.0, 900.0, 0),
+            ("cuda", "32", 10.0, 700.0, 0),
+            ("cuda", "64", 18.0, 1200.0, 2),
+        ]
+    ):
+        levels = {c: rps * min(1.0, c / 16) for c in (1, 4, 16, 64)}
+        ids[f"{backend}{batch}"] = store.job(
+            "rep", f"job{i}", backend=backend,
+            metrics={**OK, "req_per_s": rps, "p99_ms": p99, "errors": errors, "gpu_util_mean": 50.0 + i},
+            params={"katago.nnMaxBatchSize": batch, "katago.numSearchThreads": "1", "load.visits": "32"},
+            series={"level_req_per_s": levels},
+        )  # fmt: skip
+    return ids
+
+
+def _assert_real_png(path: Path) -> None:
+    assert path.stat().st_size > 10_000
+    pixels = mpimg.imread(path)
+    assert pixels.ndim == 3 and pixels.shape[0] > 300 and pixels.shape[1] > 300
+    flat = pixels[..., :3].reshape(-1, 3)
+    colours = np.unique((flat * 255).astype(np.uint8), axis=0)
+    assert len(colours) > 20  # axes, text, several coloured markers: not a blank canvas
+    assert not np.all(flat == flat[0])
+
+
+def test_report_table_plots_summary_and_artifacts(
+    store: Store, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ids = _plant(store)
+    out = tmp_path / "report"
+    assert report_mod.main(["--tracking-uri", store.uri, "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"report written to {out}" in printed
+
+    table = pd.read_csv(out / "runs.csv")
+    assert len(table) == 4
+    assert set(table["run_id"]) == set(ids.values())
+    assert list(table["req_per_s"]) == [18.0, 15.0, 12.0, 10.0]
+    assert "nnMaxBatchSize" in table.columns  # swept key
+    assert "numSearchThreads" not in table.columns  # same in every run: not swept
+    for column in ("backend", "visits_per_s", "p50_ms", "p99_ms", "errors", "nn_avg_batch_size", "gpu_util_mean"):
+        assert column in table.columns
+    assert table.loc[table["winner"], "run_id"].tolist() == [ids["trt64"]]  # the faster run has errors
+
+    _assert_real_png(out / "pareto.png")
+    _assert_real_png(out / "throughput_vs_concurrency.png")
+    summary = (out / "summary.md").read_text()
+    assert f"`{ids['trt64']}`" in summary and "![pareto](pareto.png)" in summary
+    assert summary.count("\n| ") >= 5  # header + 4 rows
+
+    parent = store.sweeps["rep"]
+    logged = {a.path for a in store.client.list_artifacts(parent, "report")}
+    assert logged == {f"report/{n}" for n in ("runs.csv", "summary.md", "pareto.png", "throughput_vs_concurrency.png")}
+
+
+def test_report_engine_mode_series_and_missing_sweep(store: Store, tmp_path: Path) -> None:
+    store.sweep("eng")
+    store.job("eng", "bench", backend="sim", tags={"simulated": "true"},
+              metrics={"visits_per_s": 206.0, "engine_start_s": 0.4},
+              series={"bench_visits_per_s": {1: 87.65, 2: 159.23, 4: 206.06, 8: 213.33}})  # fmt: skip
+    out = tmp_path / "eng"
+    assert report_mod.main(["--tracking-uri", store.uri, "--sweep", "eng", "--out", str(out), "--no-log"]) == 0
+    assert len(pd.read_csv(out / "runs.csv")) == 1
+    _assert_real_png(out / "throughput_vs_concurrency.png")
+    assert "SIMULATED" in (out / "summary.md").read_text()
+    assert report_mod.main(["--tracking-uri", store.uri, "--sweep", "absent", "--out", str(out)]) == 1
+
+
+def test_pareto_front() -> None:
+    points = [(800.0, 12.0), (900.0, 15.0), (700.0, 10.0), (1000.0, 14.0), (900.0, 11.0)]
+    assert pareto_front(points) == [(700.0, 10.0), (800.0, 12.0), (900.0, 15.0)]
