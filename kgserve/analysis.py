@@ -64,6 +64,13 @@ def is_analysis_line(line: bytes) -> bool:
     return span is not None and line_kind(line, span[1]) in ("final", "partial")
 
 
+def _failure_text(exc: Exception) -> str:
+    """The error line text for a query whose stream failed (EngineDied and friends)."""
+    if type(exc).__name__ == "EngineDied":
+        return f"engine died before finishing this query ({exc})"
+    return f"kgserve: this query failed: {type(exc).__name__}: {exc}"
+
+
 class _ClientGone(Exception):
     pass
 
@@ -124,7 +131,7 @@ class AnalysisResponse(Response):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            events.put_nowait(("died", index, f"{type(exc).__name__}: {exc}".strip(": ")))
+            events.put_nowait(("died", index, _failure_text(exc)))
             return
         events.put_nowait(("done", index, None))
 
@@ -150,7 +157,7 @@ class AnalysisResponse(Response):
         try:
             return self.pool.submit(query)
         except Exception as exc:
-            events.put_nowait(("died", index, f"the engine could not take the query: {exc}"))
+            events.put_nowait(("died", index, f"engine unavailable: kgserve could not submit this query ({exc})"))
             return None
 
     # -- the exchange ------------------------------------------------------------------------------------
@@ -188,10 +195,7 @@ class AnalysisResponse(Response):
                 elif kind == "died" and index in pending:
                     pending.discard(index)
                     died = True
-                    line = error_line(
-                        f"engine died before finishing this query (kgserve: {payload})",
-                        caller_id=self.queries[index].caller_id,
-                    )
+                    line = error_line(payload, caller_id=self.queries[index].caller_id)
                     if self._status is None:
                         buffered.append(line)
                         await self._flush(503, buffered)
@@ -210,7 +214,8 @@ class AnalysisResponse(Response):
                     timers.append(loop.call_later(TERMINATE_GRACE_S, events.put_nowait, ("stuck", -1, None)))
                 elif kind == "stuck":
                     for stuck_index in sorted(pending):
-                        events.put_nowait(("died", stuck_index, f"no answer to terminate within {TERMINATE_GRACE_S}s"))
+                        message = f"kgserve: the engine did not answer terminate within {TERMINATE_GRACE_S}s"
+                        events.put_nowait(("died", stuck_index, message))
                 elif kind == "disconnect":
                     gone = True
                     break

@@ -74,7 +74,7 @@ def serve() -> Callable[[Any], Any]:
     return serving
 
 
-class EngineGone(Exception):
+class EngineDied(Exception):
     pass
 
 
@@ -140,7 +140,7 @@ class ScriptedPool:
 
     def submit(self, query: Query) -> ScriptedStream:
         if not self.ready:
-            raise EngineGone("no engine is ready")
+            raise EngineDied("no engine is ready")
         stream = ScriptedStream(query, self)
         self.streams.append(stream)
         stream.task = asyncio.create_task(self._run(stream))
@@ -167,7 +167,7 @@ class ScriptedPool:
         for stream in self.streams:
             if stream.task is not None and not stream.task.done():
                 stream.task.cancel()
-                stream.lines.put_nowait(EngineGone("engine 0 exited with signal 9"))
+                stream.lines.put_nowait(EngineDied("engine 0 exited with signal 9"))
 
 
 @pytest.fixture
@@ -199,3 +199,105 @@ def write_config(directory: Path, *, backend: str = "sim", **sections: dict[str,
 @pytest.fixture
 def config_writer() -> Callable[..., Path]:
     return write_config
+
+
+SIM_ENV = {"KGSERVE_SIM_SPEED": "1000", "KGSERVE_SIM_DEVICE": "private", "KGSERVE_SIM_STARTUP_S": "0.05"}
+
+
+class KgserveProcess:
+    """`python -m kgserve` in a subprocess; stderr is drained into `self.stderr` by a thread."""
+
+    def __init__(self, config: Path, env: dict[str, str] | None = None, *args: str) -> None:
+        import subprocess
+        import sys
+        import threading
+
+        full_env = {**os.environ, "PYTHONPATH": str(REPO), **SIM_ENV, **(env or {})}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "kgserve", "--config", str(config), "--port", "0", *args],
+            cwd=REPO,
+            env=full_env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        self.stderr: list[str] = []
+        self.url = ""
+        self._listening = threading.Event()
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        assert self.proc.stderr is not None
+        for raw in self.proc.stderr:
+            line = raw.decode("utf-8", errors="replace").rstrip("\n")
+            self.stderr.append(line)
+            if "kgserve listening on http://" in line and not self.url:
+                self.url = line.split("kgserve listening on ", 1)[1].strip()
+                self._listening.set()
+        self._listening.set()
+
+    def wait_listening(self, timeout: float = 60.0) -> str:
+        self._listening.wait(timeout)
+        if not self.url:
+            raise AssertionError("kgserve did not start:\n" + "\n".join(self.stderr[-40:]))
+        return self.url
+
+    def wait_ready(self, timeout: float = 60.0) -> dict[str, Any]:
+        import time
+
+        import httpx
+
+        end = time.monotonic() + timeout
+        last: Any = None
+        while time.monotonic() < end:
+            try:
+                response = httpx.get(self.url + "/readyz", timeout=5)
+                last = response.json()
+                if response.status_code == 200:
+                    return dict(last)
+            except httpx.HTTPError as exc:
+                last = exc
+            time.sleep(0.05)
+        raise AssertionError(f"kgserve not ready after {timeout}s: {last}\n" + "\n".join(self.stderr[-40:]))
+
+    def engine_pids(self) -> list[int]:
+        import psutil
+
+        try:
+            return [child.pid for child in psutil.Process(self.proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def stop(self) -> None:
+        import signal
+        import subprocess
+
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._thread.join(5)
+
+
+def gone(pid: int) -> bool:
+    """True when no live process has this pid (a zombie waiting for a reaper counts as gone)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+@pytest.fixture
+def kgserve_process() -> Callable[..., KgserveProcess]:
+    return KgserveProcess
+
+
+@pytest.fixture
+def process_gone() -> Callable[[int], bool]:
+    return gone
