@@ -1,0 +1,73 @@
+"""`python -m kgbench [-m] [group=option ...] [key=value ...]`: Hydra sweeps over KataGo serving configs.
+
+KataGo keys are plain top-level names (`nnMaxBatchSize=64,128,256`). Hydra only lets a command line
+override keys that the composed config already has, so plain `name=value` overrides that are not config
+groups are passed to Hydra as `++name=value` (set or add): a key no group sets (`nnRandomize=false`) works
+too, and a misspelt one (`nnMaxBatchSze=64`) reaches kgbench's validation, which names the closest valid
+key, instead of a Hydra struct error. The exit status is 0 when at least one job succeeded.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import hydra
+from omegaconf import DictConfig
+
+from kgbench import state
+
+__all__ = ["CONF_DIR", "hydra_job", "job_function", "main", "rewrite_overrides"]
+
+CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+_PLAIN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=", re.DOTALL)
+
+
+def config_groups(conf_dir: Path = CONF_DIR) -> set[str]:
+    return {p.name for p in conf_dir.iterdir() if p.is_dir()} | {"hydra"}
+
+
+def rewrite_overrides(args: Sequence[str], groups: set[str] | None = None) -> list[str]:
+    """`key=value` -> `++key=value` for plain top-level keys that are not config groups; the rest unchanged."""
+    groups = config_groups() if groups is None else groups
+    out: list[str] = []
+    for arg in args:
+        match = _PLAIN.match(arg)
+        out.append(f"++{arg}" if match and match.group(1) not in groups else arg)
+    return out
+
+
+def job_function(cfg: DictConfig) -> float:
+    """The plain job function: run one job, never raise, return its req/s (NaN when it failed)."""
+    from kgbench.job import context_from_hydra, run_job
+
+    try:
+        outcome = run_job(cfg, context_from_hydra())
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # run_job does not raise; this is the last line of defence for the sweep
+        print(f"kgbench: job failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        state.record_job(False)
+        return math.nan
+    state.record_job(outcome.ok)
+    return outcome.value
+
+
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+def hydra_job(cfg: DictConfig) -> float:
+    return job_function(cfg)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    sys.argv = [sys.argv[0], *rewrite_overrides(args)]
+    state.reset()
+    hydra_job()
+    return state.exit_status()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

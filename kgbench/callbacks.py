@@ -1,0 +1,111 @@
+"""Hydra callback: one MLflow parent run per multirun, the summary table at its end.
+
+The parent run id, the sweep id and the expected job count reach the jobs through environment variables
+(KGBENCH_PARENT_RUN_ID, KGBENCH_SWEEP_ID, KGBENCH_SWEEP_JOBS), so any launcher works. Nothing here may
+raise: Hydra would print a traceback and skip the rest of the sweep.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import tempfile
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+from kgbench import state
+
+__all__ = ["ENV_JOBS", "ENV_PARENT", "ENV_SWEEP", "KgbenchCallback", "count_jobs", "display_overrides"]
+
+ENV_PARENT = "KGBENCH_PARENT_RUN_ID"
+ENV_SWEEP = "KGBENCH_SWEEP_ID"
+ENV_JOBS = "KGBENCH_SWEEP_JOBS"
+
+
+def display_overrides(overrides: list[str]) -> str:
+    """The override string as the user typed it (kgbench adds `++` to plain KataGo keys)."""
+    return " ".join(item.removeprefix("++") for item in overrides)
+
+
+def count_jobs(overrides: list[str]) -> int | None:
+    """Jobs the basic sweeper makes of these overrides (the product of the sweeps' lengths)."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        total = 1
+        for override in parsed:
+            if override.is_sweep_override():
+                total *= len(list(override.sweep_string_iterator()))
+        return total
+    except Exception:
+        return None
+
+
+def _note(message: str) -> None:
+    print(f"kgbench: {message}", file=sys.stderr, flush=True)
+
+
+class KgbenchCallback(Callback):
+    def __init__(self) -> None:
+        self.parent_run_id: str | None = None
+        self.experiment_id: str | None = None
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        state.reset()
+        try:
+            from kgbench import tracking
+
+            overrides = list(config.hydra.overrides.task)
+            sweeper = str(config.hydra.sweeper.get("_target_", ""))
+            jobs = count_jobs(overrides) if "BasicSweeper" in sweeper else config.hydra.sweeper.get("n_trials")
+            sweep_id = f"{datetime.now(UTC):%Y-%m-%d_%H-%M-%S}-{uuid.uuid4().hex[:6]}"
+            os.environ[ENV_SWEEP] = sweep_id
+            if jobs:
+                os.environ[ENV_JOBS] = str(jobs)
+            client = tracking.make_client()
+            experiment = str(config.mlflow.experiment)
+            self.parent_run_id = tracking.create_sweep_run(client, experiment, sweep_id, display_overrides(overrides))
+            self.experiment_id = tracking.ensure_experiment(client, experiment)
+            os.environ[ENV_PARENT] = self.parent_run_id
+            _note(f"sweep {sweep_id}: MLflow parent run {self.parent_run_id} at {tracking.tracking_uri()}")
+        except Exception as exc:
+            _note(f"cannot create the MLflow parent run: {type(exc).__name__}: {exc}")
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        try:
+            self._summarise()
+        except Exception as exc:
+            _note(f"cannot summarise the sweep: {type(exc).__name__}: {exc}")
+        finally:
+            for name in (ENV_PARENT, ENV_SWEEP, ENV_JOBS):
+                os.environ.pop(name, None)
+
+    def _summarise(self) -> None:
+        if self.parent_run_id is None or self.experiment_id is None:
+            return
+        from kgbench import summary, tracking
+
+        client = tracking.make_client()
+        frame = summary.sweep_table(client, self.experiment_id, self.parent_run_id)
+        ok = bool((frame["status"] == "FINISHED").any()) if not frame.empty else False
+        state.set_sweep_result(total=len(frame), succeeded=int((frame["status"] == "FINISHED").sum()))
+        text = summary.format_table(frame)
+        print(f"\nkgbench sweep: {len(frame)} job(s), sorted by req/s\n{text}\n", flush=True)
+        best = frame["req/s"].max() if not frame.empty else math.nan
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "summary.txt"
+            path.write_text(text + "\n")
+            frame.to_csv(Path(tmp) / "summary.csv", index=False)
+            client.log_artifact(self.parent_run_id, str(path))
+            client.log_artifact(self.parent_run_id, str(Path(tmp) / "summary.csv"))
+        if math.isfinite(best):
+            client.log_metric(self.parent_run_id, "best_req_per_s", float(best))
+        tracking.finish_run(client, self.parent_run_id, ok)
+        if not ok:
+            _note("no job of this sweep succeeded (see the reasons above)")

@@ -1,0 +1,206 @@
+"""The two things a job can measure once its cfg is rendered: `mode=load` (kgserve or the direct pipe under the
+load generator) and `mode=engine` (KataGo's own `katago benchmark`). Each logs its figures to the job's run
+and returns the headline number; a failure raises JobFailure with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from kgbench.gpu import GpuSampler
+from kgbench.kgserve_proc import JobFailure, KgserveProcess, find_unused_keys, parse_nn_stats
+from kgbench.loadtypes import HttpTarget, LoadResult, LoadSettings
+from kgbench.progress import JobProgress
+from kgbench.tracking import JobRun
+
+if TYPE_CHECKING:
+    from kgbench.job import Prepared
+
+__all__ = ["engine_mode", "load_mode", "log_load_result", "model_sha256"]
+
+_VERSION_RE = re.compile(r"KataGo v(\S+)")
+
+
+@lru_cache(maxsize=16)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def model_sha256(path: Path) -> str | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return _sha256(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+def _model_tags(prepared: Prepared) -> dict[str, str]:
+    model = prepared.settings.engine.model_for(prepared.backend)
+    return {"model_file": model.name, "model_sha256": model_sha256(model) or "unknown"}
+
+
+def _ready_tags(ready: dict[str, Any]) -> dict[str, str]:
+    tags: dict[str, str] = {}
+    if ready.get("katago_version"):
+        tags["katago_version"] = str(ready["katago_version"])
+    if "simulated" in ready:
+        tags["simulated"] = "true" if ready.get("simulated") else "false"
+    return tags
+
+
+def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], job_dir: Path, title: str) -> float:
+    """Metrics (headline = the level with the highest req/s), per-level series, tags, CSV and plots."""
+    from kgbench.plots import write_plots
+
+    head = result.headline()
+    metrics: dict[str, Any] = dict(extra)
+    metrics["position_repeat_rate"] = result.position_repeat_rate
+    if head is not None:
+        for name in ("req_per_s", "visits_per_s", "p50_ms", "p90_ms", "p99_ms", "max_ms", "error_rate", "errors"):
+            metrics[name] = getattr(head, name)
+        metrics["timeouts"] = head.timeouts
+        metrics["headline_concurrency"] = head.concurrency
+    if result.selfwatch is not None:
+        metrics["loadgen_loop_lag_p99_ms"] = result.selfwatch.loop_lag_p99_ms
+        metrics["loadgen_cpu_share"] = result.selfwatch.cpu_share
+    run.log_metrics(metrics)
+    points: list[tuple[str, Any, int]] = []
+    for level in result.levels:
+        for name in ("req_per_s", "p50_ms", "p99_ms", "error_rate"):
+            points.append((f"level_{name}", getattr(level, name), level.concurrency))
+    run.log_metric_points(points)
+    run.set_tags(
+        {
+            "kgbench.unstable": "true" if result.unstable else "false",
+            "kgbench.invalid": "true" if result.invalid else "false",
+            "kgbench.invalid_reason": result.invalid_reason or "",
+        }
+    )
+    csv_path = job_dir / "requests.csv"
+    result.write_csv(str(csv_path))
+    run.log_artifact(csv_path)
+    for plot in write_plots(result.levels, result.records, job_dir / "plots", title):
+        run.log_artifact(plot, "plots")
+    if head is None or head.req_per_s <= 0:
+        kinds: dict[str, int] = {}
+        for level in result.levels:
+            for kind, count in level.errors_by_kind.items():
+                kinds[kind] = kinds.get(kind, 0) + count
+        raise JobFailure(f"no request succeeded at any level (errors by kind: {kinds or 'none recorded'})")
+    return float(head.req_per_s)
+
+
+def _load_settings(cfg: DictConfig) -> LoadSettings:
+    section = OmegaConf.to_container(cfg.load, resolve=True) if cfg.get("load") is not None else {}
+    try:
+        return LoadSettings.from_mapping(section)  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise JobFailure(f"bad load settings: {exc}") from None
+
+
+def _via_kgserve(
+    prepared: Prepared, load: LoadSettings, job_dir: Path, run: JobRun, progress: JobProgress
+) -> tuple[LoadResult, dict[str, float]]:
+    from kgbench.loadgen import run_load
+    from kgbench.traffic import QuerySource
+
+    backend = prepared.settings.engine.backend_settings(prepared.backend)
+    proc = KgserveProcess(prepared.kgserve_config, job_dir / "kgserve_stderr.log")
+    progress.stage(f"starting kgserve ({prepared.engines} {prepared.backend} engine(s))")
+    proc.start()
+    extra: dict[str, float] = {}
+    try:
+        timeout = backend.startup_timeout_s * prepared.engines + 60
+        start_s, ready = proc.wait_ready(timeout, note=progress.stage)
+        extra["engine_start_s"] = start_s
+        run.log_metrics({"engine_start_s": start_s})
+        run.set_tags(_ready_tags(ready))
+        progress.stage(f"ready after {start_s:.1f} s at {proc.url}; measuring")
+        queries = QuerySource.from_dirs(seed=load.seed)
+        assert proc.url is not None
+        with GpuSampler() as gpu:
+            result = asyncio.run(run_load(HttpTarget(proc.url), load, queries, progress.update))
+        extra.update(gpu.metrics())
+    finally:
+        progress.stage("stopping kgserve")
+        proc.stop(prepared.settings.server.grace_period_s)
+    extra.update(parse_nn_stats(proc.text()))
+    if proc.unused_keys:
+        log_load_result(run, result, extra, job_dir, "")
+        raise JobFailure(proc.unused_key_reason())
+    return result, extra
+
+
+def load_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, progress: JobProgress) -> float:
+    load = _load_settings(cfg)
+    run.set_tags(_model_tags(prepared))
+    if prepared.transport == "direct":
+        from kgbench.direct_job import via_direct
+
+        result, extra = via_direct(prepared, load, job_dir, run, progress)
+    else:
+        result, extra = _via_kgserve(prepared, load, job_dir, run, progress)
+    title = f"{prepared.backend} {prepared.transport}: {job_dir.name}"
+    return log_load_result(run, result, extra, job_dir, title)
+
+
+def engine_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, progress: JobProgress) -> float:
+    """`katago benchmark` with the job's cfg (kgbench.enginebench); metrics per thread count, step = threads."""
+    from kgbench.enginebench import EngineBenchError, run_engine_benchmark
+    from kgbench.job import section
+
+    bench_cfg = section(cfg, "engine_bench")
+    engine = prepared.settings.engine
+    raw_threads = bench_cfg.get("threads", [1, 2, 4, 8])
+    threads = [int(t) for t in (raw_threads if isinstance(raw_threads, list) else [raw_threads])]
+    run.set_tags(_model_tags(prepared))
+    progress.stage(f"katago benchmark, threads {threads}")
+    try:
+        bench = run_engine_benchmark(
+            argv_prefix=engine.argv_prefix(prepared.backend),
+            cfg_keys=prepared.rendered.keys,
+            model=engine.model_for(prepared.backend),
+            visits=int(bench_cfg.get("visits", 800)),
+            threads=threads,
+            positions=int(bench_cfg.get("positions", 10)),
+            workdir=job_dir,
+            home_data_dir=engine.home_data_dir,
+            timeout_s=float(bench_cfg.get("timeout_s", 3600)),
+            startup_timeout_s=engine.backend_settings(prepared.backend).startup_timeout_s,
+            progress=progress.stage,
+        )
+    except EngineBenchError as exc:
+        raw = job_dir / "benchmark_output.txt"
+        raw.write_text(exc.raw_text, encoding="utf-8")
+        run.log_artifact(raw)
+        raise JobFailure(str(exc)) from None
+    for name in ("benchmark.stdout.log", "benchmark.stderr.log"):
+        run.log_artifact(job_dir / name)
+    run.log_artifact(bench.cfg_path)
+    run.log_metrics(bench.metrics())
+    run.log_metric_points([(name, value, step) for name, value, step in bench.metric_series()])
+    output = bench.stdout + "\n" + bench.stderr
+    tags = dict(bench.tags())
+    if match := _VERSION_RE.search(output):
+        tags["katago_version"] = match.group(1)
+    if "SIMULATED" in output or prepared.backend == "sim":
+        tags["simulated"] = "true"
+    run.set_tags(tags)
+    if unused := find_unused_keys(output):
+        raise JobFailure(f"the engine warned 'Unused key' for {', '.join(map(repr, unused))}: KataGo ignored it")
+    visits = bench.metrics().get("visits_per_s")
+    if visits is None:
+        raise JobFailure("katago benchmark reported no visits/s")
+    progress.stage(f"recommended threads: {tags.get('kgbench.recommended_threads') or '-'}")
+    return float(visits)

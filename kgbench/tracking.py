@@ -1,0 +1,182 @@
+"""MLflow tracking for kgbench (the schema in the README): a parent run per multirun, a child run per job.
+
+The store is MLFLOW_TRACKING_URI when set, else `sqlite:///<repo>/mlflow.db` with artifacts under
+`<repo>/mlruns`, which is what a bare `mlflow ui` in the repository root reads. Only kgbench imports
+mlflow (never kgserve). Everything goes through `MlflowClient` with explicit run ids: no fluent global
+"active run" state, so a failing job can never leave the next job logging into the wrong run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import socket
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.exceptions import MlflowException
+from mlflow.tracking import MlflowClient
+
+__all__ = [
+    "REPO_ROOT",
+    "JobRun",
+    "artifact_root",
+    "create_sweep_run",
+    "ensure_experiment",
+    "finish_run",
+    "git_commit",
+    "host_name",
+    "make_client",
+    "tracking_uri",
+]
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+_MAX_PARAM = 6000
+_BATCH = 900  # MLflow accepts up to 1000 entries per log_batch
+
+
+def tracking_uri() -> str:
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{REPO_ROOT / 'mlflow.db'}"
+
+
+def artifact_root(uri: str) -> Path | None:
+    """Artifacts of a local sqlite store live next to the database, in mlruns/ (None: the store decides)."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///")).expanduser().resolve().parent / "mlruns"
+    return None
+
+
+def make_client() -> MlflowClient:
+    return MlflowClient(tracking_uri=tracking_uri())
+
+
+def ensure_experiment(client: MlflowClient, name: str) -> str:
+    """The experiment's id, creating it (artifacts under mlruns/<name>) when it does not exist yet."""
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        return str(experiment.experiment_id)
+    root = artifact_root(tracking_uri())
+    location = None
+    if root is not None:
+        location = str(root / (re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "experiment"))
+    try:
+        return str(client.create_experiment(name, artifact_location=location))
+    except MlflowException:  # created meanwhile by another process
+        experiment = client.get_experiment_by_name(name)
+        if experiment is None:
+            raise
+        return str(experiment.experiment_id)
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    if out.returncode != 0:
+        return "unknown"
+    return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+
+
+def host_name() -> str:
+    return socket.gethostname()
+
+
+def create_sweep_run(client: MlflowClient, experiment: str, sweep_id: str, overrides: str) -> str:
+    """The parent run of one multirun; stays RUNNING until `finish_run`."""
+    experiment_id = ensure_experiment(client, experiment)
+    run = client.create_run(
+        experiment_id,
+        run_name=f"sweep {sweep_id}",
+        tags={
+            "kgbench.role": "sweep",
+            "kgbench.sweep_id": sweep_id,
+            "hydra_overrides": overrides,
+            "host": host_name(),
+            "git_commit": git_commit(),
+        },
+    )
+    return str(run.info.run_id)
+
+
+def finish_run(client: MlflowClient, run_id: str, ok: bool) -> None:
+    client.set_terminated(run_id, "FINISHED" if ok else "FAILED")
+
+
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+class JobRun:
+    """One child run: params, tags, metrics (skipping None/NaN: absent, never a fake zero), artifacts."""
+
+    def __init__(self, client: MlflowClient, run_id: str) -> None:
+        self.client = client
+        self.run_id = run_id
+
+    @classmethod
+    def start(
+        cls,
+        client: MlflowClient,
+        experiment: str,
+        *,
+        run_name: str,
+        sweep_id: str | None,
+        parent_run_id: str | None,
+        tags: Mapping[str, str],
+    ) -> JobRun:
+        all_tags = {"kgbench.role": "job", "promoted": "false", **tags}
+        if sweep_id:
+            all_tags["kgbench.sweep_id"] = sweep_id
+        if parent_run_id:
+            all_tags["mlflow.parentRunId"] = parent_run_id
+        run = client.create_run(ensure_experiment(client, experiment), run_name=run_name, tags=all_tags)
+        return cls(client, str(run.info.run_id))
+
+    def log_params(self, params: Mapping[str, Any]) -> None:
+        items = [Param(str(k), str(v)[:_MAX_PARAM]) for k, v in params.items()]
+        for i in range(0, len(items), _BATCH):
+            self.client.log_batch(self.run_id, params=items[i : i + _BATCH])
+
+    def set_tags(self, tags: Mapping[str, Any]) -> None:
+        items = [RunTag(str(k), str(v)) for k, v in tags.items() if v is not None]
+        for i in range(0, len(items), _BATCH):
+            self.client.log_batch(self.run_id, tags=items[i : i + _BATCH])
+
+    def log_metrics(self, metrics: Mapping[str, Any], step: int = 0) -> None:
+        self.log_metric_points([(k, v, step) for k, v in metrics.items()])
+
+    def log_metric_points(self, points: list[tuple[str, Any, int]]) -> None:
+        """(name, value, step) triples; a series shares its name across steps."""
+        now = int(time.time() * 1000)
+        items = [Metric(name, val, now, step) for name, value, step in points if (val := _finite(value)) is not None]
+        for i in range(0, len(items), _BATCH):
+            self.client.log_batch(self.run_id, metrics=items[i : i + _BATCH])
+
+    def log_artifact(self, path: str | Path, artifact_path: str | None = None) -> None:
+        if Path(path).exists():
+            self.client.log_artifact(self.run_id, str(path), artifact_path)
+
+    def finish(self, ok: bool, reason: str | None = None) -> None:
+        tags = {"kgbench.status": "ok" if ok else "failed"}
+        if reason:
+            tags["kgbench.failure_reason"] = " ".join(reason.split())[:5000]
+        self.set_tags(tags)
+        finish_run(self.client, self.run_id, ok)
