@@ -1,7 +1,23 @@
-"""Load generator: closed-loop levels or open-loop Poisson arrivals against kgserve (HTTP) or an EnginePool (direct)."""
+"""Load generator: closed-loop levels or open-loop Poisson arrivals against kgserve (HTTP) or an EnginePool (direct).
+
+One level = warmup (recorded, excluded), then measurement windows until the last ``min_windows`` windows agree
+within ``tolerance`` (or ``max_windows``: unstable), then a bounded drain. A request belongs to the window in which
+it completed. While measuring, the generator watches its own event-loop lag and CPU (see ``kgbench.latency``).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import random
+import time
+from contextlib import suppress
+from typing import Any, Literal, Protocol
+
+import aiohttp
+import psutil
+
+from kgbench.latency import merge_selfwatch, selfwatch_summary, selfwatch_verdict, summarise_level, windows_agree
 from kgbench.loadtypes import (
     DirectTarget,
     HttpTarget,
@@ -11,7 +27,9 @@ from kgbench.loadtypes import (
     Progress,
     ProgressUpdate,
     RequestRecord,
+    SelfWatch,
 )
+from kgbench.responses import Outcome, outcome_from_response
 from kgbench.traffic import QuerySource
 
 Target = str | HttpTarget | DirectTarget
@@ -30,9 +48,275 @@ __all__ = [
     "run_load",
 ]
 
+DRAIN_S = 5.0  # at most this long to let in-flight requests finish after a level (then they are cancelled)
+LAG_PROBE_S = 0.05
+
+
+class Sender(Protocol):
+    async def send(self, req_id: str, body: dict[str, Any]) -> Outcome: ...
+
+
+class HttpSender:
+    """POST /analysis over one shared ClientSession."""
+
+    def __init__(self, session: aiohttp.ClientSession, target: HttpTarget, timeout_s: float) -> None:
+        self.session = session
+        self.url = target.base_url.rstrip("/") + "/analysis"
+        self.headers = {"Content-Type": "application/json", **dict(target.headers)}
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+
+    async def send(self, req_id: str, body: dict[str, Any]) -> Outcome:
+        data = json.dumps({"id": req_id, **body}, separators=(",", ":")).encode()
+        try:
+            async with self.session.post(self.url, data=data, headers=self.headers, timeout=self.timeout) as resp:
+                payload = await resp.read()
+                return outcome_from_response(resp.status, payload)
+        except TimeoutError:
+            return Outcome(0, 0, None, "timeout")
+        except aiohttp.ClientConnectorError:
+            return Outcome(0, 0, None, "connect")
+        except aiohttp.ClientError:
+            return Outcome(0, 0, None, "disconnect")
+
+
+class _Level:
+    """Bookkeeping of one level: raw results, window counters, self-watch samples."""
+
+    def __init__(self, t0: float, load: LoadSettings, concurrency: int) -> None:
+        self.t0 = t0
+        self.load = load
+        self.concurrency = concurrency
+        self.raw: list[tuple[float, float, Outcome, str]] = []  # (send_s, done_s, outcome, position)
+        self.measure_start: float | None = None  # run-relative seconds
+        self.window_ok: list[int] = []
+        self.errors = 0
+        self.lags: list[float] = []
+        self.inflight = 0
+
+    def now(self) -> float:
+        return time.monotonic() - self.t0
+
+    def done(self, send_s: float, outcome: Outcome, position: str) -> None:
+        done_s = self.now()
+        self.raw.append((send_s, done_s, outcome, position))
+        if self.measure_start is not None and done_s >= self.measure_start:
+            w = int((done_s - self.measure_start) / self.load.window_s)
+            if outcome.error is None:
+                while len(self.window_ok) <= w:
+                    self.window_ok.append(0)
+                self.window_ok[w] += 1
+            else:
+                self.errors += 1
+
+    def records(self, windows: int) -> list[RequestRecord]:
+        out = []
+        ms = self.measure_start if self.measure_start is not None else float("inf")
+        for send_s, done_s, o, pos in self.raw:
+            w = int((done_s - ms) / self.load.window_s) if done_s >= ms else -1
+            phase: Literal["warmup", "measure", "drain"] = (
+                "warmup" if w < 0 else ("measure" if w < windows else "drain")
+            )
+            out.append(
+                RequestRecord(
+                    level=self.concurrency,
+                    phase=phase,
+                    window=w if phase == "measure" else -1,
+                    send_s=round(send_s, 6),
+                    latency_ms=round((done_s - send_s) * 1000.0, 3),
+                    status=o.status,
+                    bytes=o.nbytes,
+                    visits=o.visits,
+                    error=o.error,
+                    position=pos,
+                )
+            )
+        return out
+
+
+async def _issue(sender: Sender, queries: QuerySource, level: _Level, counter: list[int], send_s: float) -> None:
+    key, body = queries.next()
+    body["maxVisits"] = level.load.max_visits
+    counter[0] += 1
+    level.inflight += 1
+    try:
+        outcome = await sender.send(f"kgb{counter[0]}", body)
+    except Exception as exc:  # a sender bug must not silently kill a closed-loop worker
+        outcome = Outcome(0, 0, None, "client_exception:" + type(exc).__name__)
+    finally:
+        level.inflight -= 1
+    level.done(send_s, outcome, key)
+
+
+async def _closed_worker(
+    sender: Sender, queries: QuerySource, level: _Level, counter: list[int], stop: asyncio.Event
+) -> None:
+    while not stop.is_set():
+        await _issue(sender, queries, level, counter, level.now())
+
+
+async def _open_arrivals(
+    sender: Sender,
+    queries: QuerySource,
+    level: _Level,
+    counter: list[int],
+    stop: asyncio.Event,
+    tasks: set[asyncio.Task[None]],
+) -> None:
+    rng = random.Random(level.load.seed + 7919 * level.concurrency)
+    intended = level.now()
+    while not stop.is_set():
+        intended += rng.expovariate(level.load.rate)
+        delay = intended - level.now()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if stop.is_set():
+            break
+        if level.inflight >= level.concurrency:
+            key, _ = queries.next()
+            level.done(intended, Outcome(0, 0, None, "overload"), key)
+            continue
+        task = asyncio.create_task(_issue(sender, queries, level, counter, intended))
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+
+async def _lag_probe(level: _Level, stop: asyncio.Event) -> None:
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        start = loop.time()
+        await asyncio.sleep(LAG_PROBE_S)
+        if level.measure_start is not None:
+            level.lags.append((loop.time() - start - LAG_PROBE_S) * 1000.0)
+
+
+async def _run_level(
+    sender: Sender,
+    load: LoadSettings,
+    queries: QuerySource,
+    concurrency: int,
+    index: int,
+    t0: float,
+    counter: list[int],
+    progress: Progress | None,
+) -> tuple[LevelSummary, list[RequestRecord], SelfWatch]:
+    level = _Level(t0, load, concurrency)
+    stop = asyncio.Event()
+    tasks: set[asyncio.Task[None]] = set()
+    if load.mode == "closed":
+        for _ in range(concurrency):
+            tasks.add(asyncio.create_task(_closed_worker(sender, queries, level, counter, stop)))
+    else:
+        tasks.add(asyncio.create_task(_open_arrivals(sender, queries, level, counter, stop, tasks)))
+    probe = asyncio.create_task(_lag_probe(level, stop))
+
+    def report(phase: Any, window: int, rate: float) -> None:
+        if progress is not None:
+            progress(ProgressUpdate(concurrency, index, len(load.concurrency), phase, window, rate, level.errors))
+
+    level_start = level.now()
+    while level.now() - level_start < load.warmup_s:
+        await asyncio.sleep(min(0.5, max(0.0, load.warmup_s - (level.now() - level_start))))
+        done = sum(1 for r in level.raw if r[2].error is None)
+        report("warmup", -1, done / max(1e-9, level.now() - level_start))
+    level.measure_start = level.now()
+    cpu0, wall0 = _cpu_seconds(), time.monotonic()
+    rates: list[float] = []
+    stable = False
+    while len(rates) < load.max_windows:
+        end = level.measure_start + (len(rates) + 1) * load.window_s
+        while (left := end - level.now()) > 0:
+            await asyncio.sleep(min(0.5, left))
+            w = len(rates)
+            partial = level.window_ok[w] if w < len(level.window_ok) else 0
+            report("measure", w, partial / max(1e-9, load.window_s - max(0.0, end - level.now())))
+        w = len(rates)
+        rates.append((level.window_ok[w] if w < len(level.window_ok) else 0) / load.window_s)
+        report("measure", w, rates[-1])
+        if len(rates) >= load.min_windows and windows_agree(rates, load.min_windows, load.tolerance):
+            stable = True
+            break
+    watch = selfwatch_summary(level.lags, _cpu_seconds() - cpu0, time.monotonic() - wall0)
+    stop.set()
+    report("drain", -1, rates[-1] if rates else 0.0)
+    await _drain(tasks, probe)
+    records = level.records(len(rates))
+    summary = summarise_level(
+        records,
+        concurrency=concurrency,
+        offered_rate=load.rate if load.mode == "open" else None,
+        duration_s=len(rates) * load.window_s,
+        window_req_per_s=rates,
+        stable=stable,
+    )
+    report("done", -1, summary.req_per_s)
+    return summary, records, watch
+
+
+async def _drain(tasks: set[asyncio.Task[None]], probe: asyncio.Task[None]) -> None:
+    pending = set(tasks)
+    if pending:
+        _, pending = await asyncio.wait(pending, timeout=DRAIN_S)
+    for task in (*pending, probe):
+        task.cancel()
+    for task in (*pending, probe):
+        with suppress(asyncio.CancelledError):
+            await task
+
+
+def _cpu_seconds() -> float:
+    t = psutil.Process().cpu_times()
+    return float(t.user + t.system)
+
+
+async def run_levels(
+    sender: Sender, transport: Any, load: LoadSettings, queries: QuerySource, progress: Progress | None
+) -> LoadResult:
+    """Run every level with an already built sender (used by run_load and the direct transport)."""
+    t0 = time.monotonic()
+    counter = [0]
+    levels: list[LevelSummary] = []
+    records: list[RequestRecord] = []
+    watches: list[SelfWatch] = []
+    sent_before, repeats_before = queries.sent, queries.repeats
+    concurrencies = (max(load.concurrency),) if load.mode == "open" else load.concurrency
+    for i, c in enumerate(concurrencies):
+        summary, recs, watch = await _run_level(sender, load, queries, c, i, t0, counter, progress)
+        levels.append(summary)
+        records.extend(recs)
+        watches.append(watch)
+    merged = merge_selfwatch(watches)
+    reason = selfwatch_verdict(merged, load.max_loop_lag_ms, load.max_cpu_share) if merged else None
+    sent = queries.sent - sent_before
+    return LoadResult(
+        transport=transport,
+        mode=load.mode,
+        levels=levels,
+        records=records,
+        position_repeat_rate=(queries.repeats - repeats_before) / sent if sent else 0.0,
+        unstable=any(not lv.stable for lv in levels),
+        invalid=reason is not None,
+        invalid_reason=reason,
+        selfwatch=merged,
+    )
+
 
 async def run_load(
     target: Target, load: LoadSettings, queries: QuerySource, progress: Progress | None = None
 ) -> LoadResult:
-    """Run every level of ``load`` against ``target``; a str target is an HTTP base URL."""
-    raise NotImplementedError("being written")
+    """Run every level of ``load`` against ``target``: a str (HTTP base URL), HttpTarget or DirectTarget."""
+    if isinstance(target, DirectTarget):
+        from kgbench.direct import DirectSender
+
+        return await run_levels(DirectSender(target.pool, load.request_timeout_s), "direct", load, queries, progress)
+    http = HttpTarget(target) if isinstance(target, str) else target
+    limit = max(load.concurrency) + 8
+    connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, force_close=False)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        return await run_levels(HttpSender(session, http, load.request_timeout_s), "http", load, queries, progress)
+
+
+def run_load_sync(
+    target: Target, load: LoadSettings, queries: QuerySource, progress: Progress | None = None
+) -> LoadResult:
+    """Blocking wrapper (``asyncio.run``) for callers outside an event loop."""
+    return asyncio.run(run_load(target, load, queries, progress))

@@ -43,6 +43,7 @@ ERROR_KINDS = (
     "server_error",  # other 5xx
     "engine_error",  # 200 but the engine answered with an error line
     "bad_response",  # 200 but no parsable final analysis
+    "client_exception",  # the load generator itself raised (recorded as "client_exception:<ExceptionType>")
 )
 
 

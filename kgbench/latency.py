@@ -1,0 +1,129 @@
+"""Pure functions: latency percentiles, per-level summaries, window stability, self-watch verdict."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+from kgbench.loadtypes import LevelSummary, RequestRecord, SelfWatch
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (numpy's default) of ascending values; NaN when empty. ``q`` in [0, 100]."""
+    if not 0 <= q <= 100:
+        raise ValueError(f"percentile q must be in [0, 100], got {q}")
+    n = len(sorted_values)
+    if n == 0:
+        return math.nan
+    pos = (n - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, n - 1)
+    frac = pos - lo
+    return float(sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac)
+
+
+def latency_stats(latencies_ms: Sequence[float]) -> tuple[float, float, float, float]:
+    """(p50, p90, p99, max) in ms; NaNs when there are no latencies."""
+    values = sorted(latencies_ms)
+    if not values:
+        return (math.nan, math.nan, math.nan, math.nan)
+    return (percentile(values, 50), percentile(values, 90), percentile(values, 99), float(values[-1]))
+
+
+def windows_agree(rates: Sequence[float], count: int, tolerance: float) -> bool:
+    """True when the last ``count`` window rates exist and (max - min) / mean <= tolerance.
+
+    All-zero windows agree (nothing is happening, steadily); a zero mean with non-zero spread cannot happen.
+    """
+    if count < 1:
+        raise ValueError("count must be >= 1")
+    if len(rates) < count:
+        return False
+    last = rates[-count:]
+    mean = sum(last) / count
+    if mean == 0:
+        return max(last) == 0
+    return (max(last) - min(last)) / mean <= tolerance
+
+
+def window_rates(completions_per_window: Sequence[int], window_s: float) -> tuple[float, ...]:
+    """Successful responses per window -> req/s per window."""
+    if window_s <= 0:
+        raise ValueError("window_s must be > 0")
+    return tuple(c / window_s for c in completions_per_window)
+
+
+def summarise_level(
+    records: Sequence[RequestRecord],
+    *,
+    concurrency: int,
+    offered_rate: float | None,
+    duration_s: float,
+    window_req_per_s: Sequence[float],
+    stable: bool,
+) -> LevelSummary:
+    """Summarise the measured records of one level (records of other phases are ignored).
+
+    req/s and visits/s count successful responses completed in the measured ``duration_s``; latency percentiles are
+    over successful requests only (errors are counted, not timed); error_rate = errors / all measured requests.
+    """
+    measured = [r for r in records if r.phase == "measure"]
+    ok = [r for r in measured if r.error is None]
+    errors = Counter(r.error for r in measured if r.error is not None)
+    p50, p90, p99, mx = latency_stats([r.latency_ms for r in ok])
+    visits = sum(r.visits or 0 for r in ok)
+    n_err = sum(errors.values())
+    return LevelSummary(
+        concurrency=concurrency,
+        offered_rate=offered_rate,
+        requests=len(measured),
+        duration_s=duration_s,
+        req_per_s=len(ok) / duration_s if duration_s > 0 else 0.0,
+        visits_per_s=visits / duration_s if duration_s > 0 else 0.0,
+        p50_ms=p50,
+        p90_ms=p90,
+        p99_ms=p99,
+        max_ms=mx,
+        error_rate=n_err / len(measured) if measured else 0.0,
+        errors=n_err,
+        timeouts=errors.get("timeout", 0),
+        errors_by_kind=dict(sorted(errors.items())),
+        windows=len(window_req_per_s),
+        window_req_per_s=tuple(window_req_per_s),
+        stable=stable,
+    )
+
+
+def selfwatch_summary(lags_ms: Sequence[float], cpu_seconds: float, wall_seconds: float) -> SelfWatch:
+    """Event-loop lag probes (ms over the intended wake-up) and own CPU time over a wall interval."""
+    values = sorted(max(0.0, v) for v in lags_ms)
+    p99 = percentile(values, 99) if values else 0.0
+    return SelfWatch(
+        loop_lag_p99_ms=p99,
+        loop_lag_max_ms=values[-1] if values else 0.0,
+        cpu_share=cpu_seconds / wall_seconds if wall_seconds > 0 else 0.0,
+    )
+
+
+def selfwatch_verdict(watch: SelfWatch, max_loop_lag_ms: float, max_cpu_share: float) -> str | None:
+    """None when the load generator kept up; else the one-line reason the run is invalid."""
+    reasons = []
+    if watch.loop_lag_p99_ms > max_loop_lag_ms:
+        reasons.append(
+            f"load generator event loop lagged (p99 {watch.loop_lag_p99_ms:.0f} ms > {max_loop_lag_ms:g} ms)"
+        )
+    if watch.cpu_share > max_cpu_share:
+        reasons.append(f"load generator CPU saturated ({watch.cpu_share:.0%} of a core > {max_cpu_share:.0%})")
+    return "; ".join(reasons) or None
+
+
+def merge_selfwatch(watches: Sequence[SelfWatch]) -> SelfWatch | None:
+    """The worst of several levels' self-watch figures."""
+    if not watches:
+        return None
+    return SelfWatch(
+        loop_lag_p99_ms=max(w.loop_lag_p99_ms for w in watches),
+        loop_lag_max_ms=max(w.loop_lag_max_ms for w in watches),
+        cpu_share=max(w.cpu_share for w in watches),
+    )

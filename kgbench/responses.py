@@ -1,0 +1,58 @@
+"""Pure: turn a response (status + KataGo's lines) into a request outcome (status, bytes, visits, error kind)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int
+    nbytes: int
+    visits: int | None
+    error: str | None
+
+
+def error_kind_for_status(status: int) -> str | None:
+    if status == 200:
+        return None
+    if status == 429:
+        return "overload"
+    if status == 503:
+        return "unavailable"
+    if 400 <= status < 500:
+        return "client_error"
+    return "server_error"
+
+
+def final_visits(lines: Sequence[bytes]) -> tuple[int | None, str | None]:
+    """(rootInfo.visits, error kind) from the response lines of ONE single-turn query.
+
+    Only the last non-empty line is parsed (the final analysis comes last); an ``error`` line -> engine_error,
+    no final analysis -> bad_response.
+    """
+    last = next((ln for ln in reversed(lines) if ln.strip()), None)
+    if last is None:
+        return None, "bad_response"
+    try:
+        doc = json.loads(last)
+    except ValueError:
+        return None, "bad_response"
+    if not isinstance(doc, dict):
+        return None, "bad_response"
+    if "error" in doc:
+        return None, "engine_error"
+    if doc.get("isDuringSearch") or "rootInfo" not in doc:
+        return None, "bad_response"
+    visits = doc["rootInfo"].get("visits") if isinstance(doc["rootInfo"], dict) else None
+    return (int(visits) if isinstance(visits, int | float) else None), None
+
+
+def outcome_from_response(status: int, body: bytes) -> Outcome:
+    kind = error_kind_for_status(status)
+    if kind is not None:
+        return Outcome(status, len(body), None, kind)
+    visits, kind = final_visits(body.split(b"\n"))
+    return Outcome(status, len(body), visits, kind)
