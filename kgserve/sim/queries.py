@@ -1,0 +1,321 @@
+"""Validation of one analysis query, in KataGo's order and with its texts (analysis.cpp, v1.17 request loop).
+
+`parse_query(body, defaults)` returns the lines to print at once (errors, warnings) and the search requests,
+one per analysed turn. The first error ends the query, as in KataGo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kgserve.protocol import dump_compact
+from kgserve.sim.cfgkeys import is_known_key
+from kgserve.sim.rules import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player, parse_rules
+
+__all__ = ["Defaults", "Request", "error_for", "parse_query", "warning_for"]
+
+BOARD_SIZE_ERROR = "Must provide an integer from 2 to 19"
+MOVES_SHAPE_ERROR = 'Must be an array of pairs of the form: ["b" or "w", GTP board vertex]'
+LOCS_ERROR = "Must be an array of GTP board vertices"
+RULES_MISSING = (
+    'Must specify rules string, such as "chinese" or "tromp-taylor", or a JSON object with detailed rules parameters.'
+)
+KOMI_ERROR = "Must be a integer or half-integer from -400.0 to 400.0"
+UNUSED_FIELD_WARNING = (
+    "Unexpected or unused field, do you have a typo? (set warnUnusedFields=false in the config to disable this warning)"
+)
+AVOID_SHAPE = "Must be a list of dicts with subfields 'player', 'moves', 'untilDepth'"
+PRIORITY_LIMIT = 0x3FFFFFFFFFFFFFFF
+EXPECTED_KEYS = frozenset(
+    {
+        "id", "moves", "initialStones", "initialPlayer", "rules", "komi", "whiteHandicapBonus", "boardXSize",
+        "boardYSize", "analyzeTurns", "priorities", "priority", "maxVisits", "analysisPVLen", "rootFpuReductionMax",
+        "rootPolicyTemperature", "includeOwnership", "includeOwnershipStdev", "includeMovesOwnership",
+        "includeMovesOwnershipStdev", "includePolicy", "includePVVisits", "reportDuringSearchEvery",
+        "firstReportDuringSearchAfter", "allowMoves", "avoidMoves", "overrideSettings",
+    }
+)
+_BOOL_FIELDS = (
+    "includeMovesOwnership", "includeMovesOwnershipStdev", "includeOwnership", "includeOwnershipStdev",
+    "includePolicy", "includePVVisits",
+)
+
+
+@dataclass(frozen=True)
+class Defaults:
+    max_visits: int = 1 << 50
+    pv_len: int = 15
+    warn_unused_fields: bool = True
+    perspective_black: bool = False
+
+
+@dataclass
+class Request:
+    id: str
+    turn: int
+    board: Board
+    to_move: int
+    rules: str
+    komi: float
+    max_visits: int
+    pv_len: int
+    flags: dict[str, bool]
+    report_every: float | None
+    first_report: float | None
+    priority: int
+    allowed: frozenset[int] | None
+    avoided: frozenset[int]
+    seq: int = 0
+
+    @property
+    def cache_key(self) -> bytes:
+        return self.board.position_key(self.to_move, self.rules, self.komi)
+
+
+def error_for(caller_id: str, field: str, message: str) -> str:
+    return dump_compact({"error": message, "field": field, "id": caller_id})
+
+
+def warning_for(caller_id: str, field: str, message: str) -> str:
+    return dump_compact({"field": field, "id": caller_id, "warning": message})
+
+
+class _Fail(Exception):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _is_num(v: Any) -> bool:
+    return type(v) in (int, float)
+
+
+def _get_int_list(value: Any, field: str, message: str) -> list[int]:
+    """nlohmann get<vector<int>>: an array of numbers or booleans (floats truncate), else a type error."""
+    if not isinstance(value, list) or not all(type(v) in (int, float, bool) for v in value):
+        raise _Fail(field, message)
+    return [int(v) for v in value]
+
+
+def _integer(body: dict[str, Any], field: str, lo: int, hi: int, message: str) -> int:
+    value = body[field]
+    if not _is_int(value) or value < lo or value > hi:
+        raise _Fail(field, message)
+    return int(value)
+
+
+def _double(body: dict[str, Any], field: str, lo: float, hi: float, message: str) -> float:
+    value = body[field]
+    if not _is_num(value) or not (lo <= float(value) <= hi):
+        raise _Fail(field, message)
+    return float(value)
+
+
+def _player(body: dict[str, Any], field: str) -> int:
+    value = body[field]
+    player = parse_player(value) if isinstance(value, str) else None
+    if player is None:
+        raise _Fail(field, 'Must be "b" or "w"')
+    return player
+
+
+def _moves(body: dict[str, Any], field: str, xs: int, ys: int, allow_pass: bool) -> list[tuple[int, int]]:
+    value = body[field]
+    if not isinstance(value, list):
+        raise _Fail(field, MOVES_SHAPE_ERROR)
+    out = []
+    for elt in value:
+        if not isinstance(elt, list) or len(elt) != 2 or not all(isinstance(s, str) for s in elt):
+            raise _Fail(field, MOVES_SHAPE_ERROR)
+        player = parse_player(elt[0])
+        if player is None:
+            raise _Fail(field, "Could not parse player: " + elt[0])
+        loc = parse_loc(elt[1], xs, ys)
+        if loc is None or (loc == PASS and not allow_pass):
+            raise _Fail(field, "Could not parse board location: " + elt[1])
+        out.append((player, loc))
+    return out
+
+
+def _locs(params: dict[str, Any], field: str, xs: int, ys: int) -> list[int]:
+    value = params[field]
+    if not isinstance(value, list):
+        raise _Fail(field, LOCS_ERROR)
+    out = []
+    for elt in value:
+        if not isinstance(elt, str):
+            raise _Fail(field, LOCS_ERROR)
+        loc = parse_loc(elt, xs, ys)
+        if loc is None:
+            raise _Fail(field, "Could not parse board location: " + elt)
+        out.append(loc)
+    return out
+
+
+def parse_query(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]) -> list[Request]:
+    """Validate `body` (a JSON object with a string id and no string action); print lines via `emit`."""
+    caller_id: str = body["id"]
+    try:
+        return _parse(body, defaults, emit, caller_id)
+    except _Fail as fail:
+        emit(error_for(caller_id, fail.field, fail.message))
+        return []
+
+
+def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None], caller_id: str) -> list[Request]:
+    for key in ("boardXSize", "boardYSize"):
+        if key not in body:
+            raise _Fail(key, BOARD_SIZE_ERROR)
+    xs = _integer(body, "boardXSize", 2, 19, BOARD_SIZE_ERROR)
+    ys = _integer(body, "boardYSize", 2, 19, BOARD_SIZE_ERROR)
+    placements = _moves(body, "initialStones", xs, ys, False) if "initialStones" in body else []
+    if "moves" not in body:
+        raise _Fail("moves", "Must specify an array of [player,location] pairs")
+    history = _moves(body, "moves", xs, ys, True)
+    initial_player = _player(body, "initialPlayer") if "initialPlayer" in body else EMPTY
+    should = [False] * (len(history) + 1)
+    turns_list: list[int] = []
+    if "analyzeTurns" in body:
+        turns_list = _get_int_list(
+            body["analyzeTurns"], "analyzeTurns", "Must specify an array of integers indicating turns to analyze"
+        )
+        for turn in turns_list:
+            if turn < 0 or turn >= len(should):
+                raise _Fail("analyzeTurns", f"Invalid turn number: {turn}")
+            should[turn] = True
+    else:
+        should[-1] = True
+    priorities: dict[int, int] = {}
+    if "priorities" in body:
+        values = _get_int_list(body["priorities"], "priorities", "Must specify an array of integers indicating priorities")
+        if "analyzeTurns" not in body:
+            raise _Fail("priorities", "Can only specify when also specifying analyzeTurns")
+        if len(values) != len(turns_list):
+            raise _Fail("priorities", "Must be of matching length to analyzeTurns")
+        for turn, prio in zip(turns_list, values, strict=True):
+            if abs(prio) > PRIORITY_LIMIT:
+                raise _Fail("priorities", f"Invalid priority: {prio}")
+            priorities[turn] = prio
+    if "rules" not in body or not isinstance(body["rules"], str | dict):
+        raise _Fail("rules", RULES_MISSING)
+    raw_rules = body["rules"]
+    rules = parse_rules(raw_rules)
+    if rules is None:
+        shown = raw_rules if isinstance(raw_rules, str) else dump_compact(raw_rules)
+        raise _Fail("rules", "Could not parse rules: " + shown)
+    komi = 6.5 if rules == "japanese" else 7.5
+    if "komi" in body:
+        komi = _double(body, "komi", -400.0, 400.0, KOMI_ERROR)
+        if komi * 2 != int(komi * 2):
+            raise _Fail("komi", KOMI_ERROR)
+    if "whiteHandicapBonus" in body:
+        bonus = body["whiteHandicapBonus"]
+        if not isinstance(bonus, str):
+            raise _Fail("whiteHandicapBonus", "Must be a string")
+        if bonus.strip().upper() not in ("0", "N-1", "N"):
+            raise _Fail("whiteHandicapBonus", f"Could not parse whiteHandicapBonus rule: {bonus}")
+    max_visits = defaults.max_visits
+    if "overrideSettings" in body:
+        settings = body["overrideSettings"]
+        if not isinstance(settings, dict):
+            raise _Fail("overrideSettings", "Must be an object")
+        unknown = sorted(key for key in settings if not is_known_key(key))
+        if unknown:
+            emit(warning_for(caller_id, "overrideSettings", "Unknown config params: " + ",".join(unknown)))
+        if _is_int(settings.get("maxVisits")) and settings["maxVisits"] >= 1:
+            max_visits = settings["maxVisits"]
+    if "maxVisits" in body:
+        max_visits = _integer(body, "maxVisits", 1, 1 << 50, "Must be an integer from 1 to 2^50")
+    pv_len = defaults.pv_len
+    if "analysisPVLen" in body:
+        pv_len = _integer(body, "analysisPVLen", 1, 1000, "Must be an integer from 1 to 1000")
+    if "rootFpuReductionMax" in body:
+        _double(body, "rootFpuReductionMax", 0.0, 2.0, "Must be a number from 0.0 to 2.0")
+    if "rootPolicyTemperature" in body:
+        _double(body, "rootPolicyTemperature", 0.01, 100.0, "Must be a number from 0.01 to 100.0")
+    flags = dict.fromkeys(_BOOL_FIELDS, False)
+    for key in _BOOL_FIELDS:
+        if key in body:
+            if type(body[key]) is not bool:
+                raise _Fail(key, "Must be a boolean")
+            flags[key] = body[key]
+    report_every = first_report = None
+    seconds = "Must be number of seconds from 0.001 to 1000000.0"
+    if "reportDuringSearchEvery" in body:
+        report_every = first_report = _double(body, "reportDuringSearchEvery", 0.001, 1e6, seconds)
+    if "firstReportDuringSearchAfter" in body:
+        first_report = _double(body, "firstReportDuringSearchAfter", 0.001, 1e6, seconds)
+        report_every = report_every if report_every is not None else 1e30
+    priority = 0
+    if "priority" in body:
+        if "priorities" in body:
+            raise _Fail("priority", "Cannot specify both priority and priorities")
+        priority = _integer(body, "priority", -PRIORITY_LIMIT, PRIORITY_LIMIT, "Must be a number between -2^62 and 2^62")
+    allowed, avoided = _allow_avoid(body, xs, ys)
+
+    board = Board(xs, ys)
+    for player, loc in placements:
+        board.set_stone(loc, player)
+    if initial_player == EMPTY:
+        if history:
+            initial_player = history[0][0]
+        else:
+            blacks, whites = board.stones.count(BLACK), board.stones.count(WHITE)
+            initial_player = WHITE if whites == 0 and blacks > 0 else BLACK
+    if defaults.warn_unused_fields:
+        for key in sorted(body):
+            if key not in EXPECTED_KEYS:
+                emit(warning_for(caller_id, key, UNUSED_FIELD_WARNING))
+    requests = []
+    next_player = initial_player
+    for turn in range(len(history) + 1):
+        if should[turn]:
+            requests.append(
+                Request(
+                    caller_id, turn, board.copy(), next_player, rules, komi, max_visits, pv_len, flags,
+                    report_every, first_report, priorities.get(turn, priority), allowed, avoided,
+                )
+            )
+        if turn == len(history):
+            break
+        player, loc = history[turn]
+        if player != next_player:
+            board.ko_loc = None
+        if not board.play_tolerant(loc, player):
+            raise _Fail("moves", f"Illegal move {turn}: {loc_to_str(loc, xs, ys)}")
+        next_player = BLACK + WHITE - player
+    return requests
+
+
+def _allow_avoid(body: dict[str, Any], xs: int, ys: int) -> tuple[frozenset[int] | None, frozenset[int]]:
+    has_allow, has_avoid = "allowMoves" in body, "avoidMoves" in body
+    if not (has_allow or has_avoid):
+        return None, frozenset()
+    if has_allow and has_avoid:
+        raise _Fail("allowMoves", "Cannot specify both allowMoves and avoidMoves")
+    field = "allowMoves" if has_allow else "avoidMoves"
+    entries = body[field]
+    if not isinstance(entries, list):
+        raise _Fail(field, AVOID_SHAPE)
+    if has_allow and len(entries) > 1:
+        raise _Fail(field, "Currently allowMoves only allows one entry")
+    allowed: set[int] | None = None
+    avoided: set[int] = set()
+    for params in entries:
+        if not isinstance(params, dict) or not {"moves", "untilDepth", "player"} <= set(params):
+            raise _Fail(field, AVOID_SHAPE)
+        _player(params, "player")
+        locs = _locs(params, "moves", xs, ys)
+        _integer(params, "untilDepth", 1, 1000000000, "Must be a positive integer")
+        if has_allow:
+            allowed = set(locs)
+        else:
+            avoided.update(locs)
+    return (frozenset(allowed) if allowed is not None else None), frozenset(avoided)

@@ -1,0 +1,221 @@
+"""Fake but plausible analysis responses with KataGo's keys, shapes and number formatting.
+
+Numbers are deterministic for (KGSERVE_SIM_SEED, position, visits). Serialisation copies nlohmann's `dump()`:
+compact, keys sorted, UTF-8 kept, floats printed as the shortest text that round-trips a 32-bit float
+(KataGo stores most outputs as float, e.g. 0.503043974 or 13.0); values marked `F64` are doubles.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import zlib
+from typing import Any
+
+import numpy as np
+
+from kgserve.sim.queries import Request
+from kgserve.sim.rules import BLACK, EMPTY, PASS, WHITE, loc_to_str
+
+__all__ = ["F64", "dumps", "no_results", "render_analysis"]
+
+
+class F64(float):
+    """A double in KataGo's output (printed with up to 17 significant digits)."""
+
+
+def _float_text(value: float) -> str:
+    if isinstance(value, F64):
+        return repr(float(value))
+    text = str(np.float32(value))
+    return text if ("." in text or "e" in text or "n" in text) else text + ".0"
+
+
+def _dump(obj: Any, out: list[str]) -> None:
+    if isinstance(obj, dict):
+        out.append("{")
+        first = True
+        for key in sorted(obj):
+            if not first:
+                out.append(",")
+            first = False
+            out.append(json.dumps(key, ensure_ascii=False))
+            out.append(":")
+            _dump(obj[key], out)
+        out.append("}")
+    elif isinstance(obj, list):
+        out.append("[")
+        for i, item in enumerate(obj):
+            if i:
+                out.append(",")
+            _dump(item, out)
+        out.append("]")
+    elif obj is True:
+        out.append("true")
+    elif obj is False:
+        out.append("false")
+    elif obj is None:
+        out.append("null")
+    elif isinstance(obj, int):
+        out.append(str(obj))
+    elif isinstance(obj, float):
+        out.append(_float_text(obj))
+    else:
+        out.append(json.dumps(obj, ensure_ascii=False))
+
+
+def dumps(obj: Any) -> str:
+    out: list[str] = []
+    _dump(obj, out)
+    return "".join(out)
+
+
+def no_results(req: Request) -> str:
+    return dumps({"id": req.id, "isDuringSearch": False, "noResults": True, "turnNumber": req.turn})
+
+
+def _seed_for(seed: int, req: Request) -> int:
+    return zlib.crc32(req.cache_key) ^ (seed * 0x9E3779B1)
+
+
+def render_analysis(req: Request, visits: int, during: bool, seed: int, perspective: str) -> str:
+    """One analysis line for `req` after `visits` root visits (>= 1)."""
+    visits = max(1, visits)
+    board, xs, ys = req.board, req.board.x_size, req.board.y_size
+    base = random.Random(_seed_for(seed, req))
+    noise = random.Random(_seed_for(seed, req) + visits * 7919)
+    area = xs * ys
+    to_move = req.to_move
+    blacks, whites = board.stones.count(BLACK), board.stones.count(WHITE)
+    lead_black = (blacks - whites) * 0.9 - req.komi + base.gauss(0.0, 2.5)
+    sign = 1.0 if (perspective == "BLACK" or (perspective == "SIDETOMOVE" and to_move == BLACK)) else -1.0
+    if perspective == "WHITE":
+        sign = -1.0
+    score_scale = 30.0 * math.sqrt(area / 361.0)
+    settle = 1.0 / math.sqrt(visits)
+
+    def winrate_of(lead: float) -> float:
+        return 1.0 / (1.0 + math.exp(-lead / (score_scale / 4.0)))
+
+    root_lead = sign * (lead_black + noise.gauss(0.0, 0.3) * settle)
+    root_wr = winrate_of(root_lead)
+    candidates = _candidates(req, base)
+    children = visits - 1
+    count = min(len(candidates), children, max(1, int(1.2 * math.sqrt(visits)) + 1))
+    chosen = candidates[:count]
+    weights = [base.expovariate(1.0) ** 2 + 0.05 for _ in chosen]
+    total_w = sum(weights) or 1.0
+    priors = [0.85 * w / total_w for w in weights]
+    alloc = _allocate(children, priors)
+    order = sorted(range(count), key=lambda i: (-alloc[i], -priors[i]))
+    move_infos = []
+    for rank, i in enumerate(order):
+        v = alloc[i]
+        if v <= 0:
+            continue
+        loc = chosen[i]
+        lead = root_lead + noise.gauss(0.0, 1.5) * (1.0 + 3.0 / math.sqrt(v))
+        wr = winrate_of(lead)
+        util = (2.0 * wr - 1.0) + 0.05 * lead / score_scale
+        info: dict[str, Any] = {
+            "edgeVisits": v, "edgeWeight": float(v), "lcb": wr - 0.08 / math.sqrt(v), "move": _name(loc, xs, ys),
+            "order": rank, "playSelectionValue": float(v), "prior": priors[i], "pv": [],
+            "scoreLead": lead, "scoreMean": lead, "scoreSelfplay": lead * 1.05 + noise.gauss(0.0, 0.2),
+            "scoreStdev": score_scale + noise.gauss(0.0, 0.5), "utility": util,
+            "utilityLcb": util - 0.3 / math.sqrt(v), "visits": v, "weight": float(v), "winrate": wr,
+        }
+        pv, pv_visits = _pv(loc, v, req.pv_len, board.empties(), noise, xs, ys)
+        info["pv"] = pv
+        if req.flags["includePVVisits"]:
+            info["pvVisits"] = pv_visits
+            info["pvEdgeVisits"] = list(pv_visits)
+        if req.flags["includeMovesOwnership"]:
+            info["ownership"] = _ownership(req, noise, sign)
+        move_infos.append(info)
+    util_root = (2.0 * root_wr - 1.0) + 0.05 * root_lead / score_scale
+    raw_lead = root_lead + base.gauss(0.0, 0.4)
+    root_info = {
+        "currentPlayer": "B" if to_move == BLACK else "W", "rawLead": raw_lead,
+        "rawNoResultProb": base.uniform(1e-6, 3e-4), "rawScoreSelfplay": raw_lead * 1.02,
+        "rawScoreSelfplayStdev": score_scale * 1.02, "rawStScoreError": -1.0, "rawStWrError": -0.5,
+        "rawVarTimeLeft": -1.0, "rawWinrate": winrate_of(raw_lead), "scoreLead": root_lead,
+        "scoreSelfplay": root_lead * 1.05, "scoreStdev": score_scale, "symHash": board.hash_hex(to_move, b"sym"),
+        "thisHash": board.hash_hex(to_move), "utility": util_root, "visits": visits, "weight": F64(visits),
+        "winrate": root_wr,
+    }
+    result: dict[str, Any] = {
+        "id": req.id, "isDuringSearch": during, "moveInfos": move_infos, "rootInfo": root_info,
+        "turnNumber": req.turn,
+    }
+    if req.flags["includeOwnership"]:
+        result["ownership"] = _ownership(req, base, sign)
+    if req.flags["includeOwnershipStdev"]:
+        result["ownershipStdev"] = [abs(base.gauss(0.2, 0.1)) for _ in range(area)]
+    if req.flags["includePolicy"]:
+        result["policy"] = _policy(req, chosen, priors, base)
+    return dumps(result)
+
+
+def _name(loc: int, xs: int, ys: int) -> str:
+    return loc_to_str(loc, xs, ys)
+
+
+def _candidates(req: Request, rng: random.Random) -> list[int]:
+    empties = req.board.empties()
+    if req.board.ko_loc is not None and req.board.ko_loc in empties:
+        empties.remove(req.board.ko_loc)
+    moves = [*empties, PASS]
+    if req.allowed is not None:
+        moves = [m for m in moves if m in req.allowed]
+    elif req.avoided:
+        moves = [m for m in moves if m not in req.avoided]
+    rng.shuffle(moves)
+    return moves
+
+
+def _allocate(total: int, priors: list[float]) -> list[int]:
+    if not priors or total <= 0:
+        return [0] * len(priors)
+    shares = [p**1.5 for p in priors]
+    s = sum(shares)
+    alloc = [max(1, int(total * x / s)) for x in shares]
+    while sum(alloc) > total:
+        i = max(range(len(alloc)), key=lambda k: alloc[k])
+        alloc[i] -= 1
+    best = max(range(len(alloc)), key=lambda k: priors[k])
+    alloc[best] += total - sum(alloc)
+    return alloc
+
+
+def _pv(first: int, v: int, pv_len: int, empties: list[int], rng: random.Random, xs: int, ys: int) -> tuple[list[str], list[int]]:
+    locs, counts = [first], [v]
+    remaining = v
+    pool = [e for e in empties if e != first]
+    while len(locs) < pv_len and pool:
+        remaining = int(remaining * rng.uniform(0.35, 0.75))
+        if remaining < 1:
+            break
+        locs.append(pool.pop(rng.randrange(len(pool))))
+        counts.append(remaining)
+    return [loc_to_str(loc, xs, ys) for loc in locs], counts
+
+
+def _ownership(req: Request, rng: random.Random, sign: float) -> list[float]:
+    out = []
+    for color in req.board.stones:
+        if color == EMPTY:
+            value = rng.uniform(-0.6, 0.6)
+        else:
+            value = (0.93 if color == BLACK else -0.93) + rng.uniform(-0.06, 0.06)
+        out.append(round(sign * value, 6))
+    return out
+
+
+def _policy(req: Request, chosen: list[int], priors: list[float], rng: random.Random) -> list[float]:
+    stones = req.board.stones
+    policy = [-1.0 if c != EMPTY else rng.uniform(1e-6, 4e-5) for c in stones]
+    policy.append(rng.uniform(1e-7, 1e-5))
+    for loc, prior in zip(chosen, priors, strict=True):
+        policy[len(stones) if loc == PASS else loc] = prior
+    return policy

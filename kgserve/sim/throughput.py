@@ -1,0 +1,205 @@
+"""Throughput model of the simulated engine (loosely an H200 running a b40c768 net from a 32-core host).
+
+Steady state for `active` searches, each with T = numSearchThreadsPerAnalysisThread threads (sim seconds):
+
+* threads in flight N = active x T; S = numNNServerThreadsPerModel server threads, each forming batches of
+  b = min(nnMaxBatchSize, arrivals per cycle) (fixed point: a search thread waits one batch cycle, then does
+  its own tree work before it can ask for the next evaluation);
+* one batch costs host time h(b) = H0 + H1*b on its server thread and device time
+  d(b) = D0 + D1*b**0.85 + D2*nnMaxBatchSize (sub-linear in b; kernels sized for the max batch cost a bit more);
+  the device is serialised, so a server-thread cycle is max(h + d, S*d);
+* CPU: every visit costs C_VISIT of tree work, more when the host is oversubscribed (threads > cores), and the
+  whole demand (search threads + busy server threads) is capped at HOST_CORES;
+* T > 1 wastes evaluations (virtual-loss collisions, overshoot): evals per visit = 1 + WASTE*(T-1);
+* NN cache: 2^nnCacheSizePowerOfTwo entries; transpositions inside a search hit when the table holds the
+  working set of all active searches; a larger table costs host time (cache misses on the table itself);
+  repeated positions (seen recently, LRU) skip most of their evaluations in the timed simulation;
+* each query also has a fixed overhead Q0 (setup, root evaluation latency, JSON).
+
+`predict_throughput(cfg, visits, concurrency)` is the closed-loop steady state in queries per second; the timed
+simulation (`analysis.py`) advances each active search at `steady_state(...).visits_per_search` and reserves
+device time on a device shared by all sims with the same KGSERVE_SIM_DEVICE (`SharedDevice`), so several
+processes on one simulated GPU slow each other down once its busy fraction passes 100%.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = [
+    "DEVICE_MEMORY_GB",
+    "SharedDevice",
+    "SimParams",
+    "Steady",
+    "device_memory_gb",
+    "predict_throughput",
+    "steady_state",
+]
+
+HOST_CORES = 32
+H0, H1 = 0.0020, 0.00009  # host seconds per batch: fixed + per row (featurise, copy)
+D0, D1, D2 = 0.0015, 0.00018, 0.000012  # device seconds per batch
+C_VISIT = 0.0009  # CPU seconds of tree work per visit (big board, big net: long playouts)
+WASTE = 0.06
+Q0 = 0.004
+DEVICE_MEMORY_GB = 141.0
+WEIGHTS_GB, ROW_GB, BASE_GB = 0.6, 0.09, 1.0
+
+
+@dataclass(frozen=True)
+class SimParams:
+    analysis_threads: int = 1
+    search_threads: int = 1
+    max_batch: int = 256
+    server_threads: int = 1
+    cache_pow: int = 20
+    max_visits: int = 1 << 50
+
+    @classmethod
+    def from_cfg(cls, cfg: Mapping[str, str | int]) -> SimParams:
+        def get(key: str, default: int) -> int:
+            value = cfg.get(key, default)
+            return int(value)
+
+        threads = get("numSearchThreadsPerAnalysisThread", get("numSearchThreads", 1))
+        return cls(
+            analysis_threads=max(1, get("numAnalysisThreads", 1)),
+            search_threads=max(1, threads),
+            max_batch=max(1, get("nnMaxBatchSize", 256)),
+            server_threads=max(1, get("numNNServerThreadsPerModel", 1)),
+            cache_pow=get("nnCacheSizePowerOfTwo", 20),
+            max_visits=get("maxVisits", 1 << 50),
+        )
+
+
+@dataclass(frozen=True)
+class Steady:
+    evals_per_s: float  # NN rows per second (cache misses only)
+    visits_per_search: float  # visits per second of one active search
+    batch: float
+    device_util: float  # fraction of time this process keeps the device busy
+
+
+def device_memory_gb(p: SimParams) -> float:
+    return BASE_GB + p.server_threads * (WEIGHTS_GB + p.max_batch * ROW_GB)
+
+
+def _device_time(b: float, max_batch: int) -> float:
+    return D0 + D1 * b**0.85 + D2 * max_batch
+
+
+def steady_state(p: SimParams, active: int, visits_hint: int = 500) -> Steady:
+    if active <= 0:
+        return Steady(0.0, 0.0, 0.0, 0.0)
+    t = p.search_threads
+    s = p.server_threads
+    n = active * t
+    threads_total = n + s
+    oversub = 1.0 + 0.5 * max(0.0, math.log2(threads_total / HOST_CORES))
+    table_cost = 1.0 + 0.04 * max(0, p.cache_pow - 20)
+    working_set = active * min(visits_hint, 20000) * 3
+    hit = 0.10 * min(1.0, (1 << p.cache_pow) / max(1, working_set))
+    cpu_per_visit = C_VISIT * oversub * table_cost
+    b = min(float(p.max_batch), max(1.0, n / s))
+    evals = 0.0
+    cycle = host = 0.0
+    for _ in range(30):
+        d = _device_time(b, p.max_batch)
+        host = (H0 + H1 * b) * oversub
+        cycle = max(host + d, s * d)
+        # a thread: waits about one cycle for its batch, then works on the tree; misses need the NN
+        per_thread = 1.0 / (cycle + cpu_per_visit)
+        visits = n * per_thread
+        nn_rows = visits * (1.0 - hit)
+        server_cap = s * p.max_batch / cycle
+        nn_rows = min(nn_rows, server_cap)
+        visits = nn_rows / (1.0 - hit)
+        cpu_demand = visits * cpu_per_visit + s * host / cycle
+        if cpu_demand > HOST_CORES:
+            visits *= HOST_CORES / cpu_demand
+            nn_rows = visits * (1.0 - hit)
+        new_b = min(float(p.max_batch), max(1.0, nn_rows * cycle / s))
+        if abs(new_b - b) < 1e-3:
+            b = new_b
+            evals = nn_rows
+            break
+        b = 0.5 * (b + new_b)
+        evals = nn_rows
+    visits_total = evals / (1.0 - hit)
+    util = min(1.0, evals / max(b, 1e-9) * _device_time(b, p.max_batch))
+    return Steady(evals, visits_total / active / (1.0 + WASTE * (t - 1)), b, util)
+
+
+def predict_throughput(cfg: Mapping[str, str | int], visits: int, concurrency: int) -> float:
+    """Queries per second at steady state: `concurrency` queries of `visits` visits always outstanding."""
+    p = SimParams.from_cfg(cfg)
+    if concurrency <= 0 or visits <= 0:
+        return 0.0
+    if device_memory_gb(p) > DEVICE_MEMORY_GB:
+        return 0.0
+    active = min(concurrency, p.analysis_threads)
+    steady = steady_state(p, active, visits)
+    per_query = visits / steady.visits_per_search + Q0 + (p.search_threads - 1) * 0.0002
+    return active / per_query
+
+
+class SharedDevice:
+    """Device time reservations shared by every sim process using the same device name (fcntl-locked file)."""
+
+    def __init__(self, name: str) -> None:
+        self.private = name == "private"
+        self.busy_until = 0.0
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        self.path = Path(tempfile.gettempdir()) / f"kgserve-sim-device-{safe}.json"
+
+    def reserve(self, seconds: float) -> tuple[float, float]:
+        """Reserve `seconds` of device time (wall clock) as early as possible; returns (start, end)."""
+        now = time.time()
+        if self.private:
+            start = max(now, self.busy_until)
+            self.busy_until = start + seconds
+            return start, self.busy_until
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 4096, 0)
+            try:
+                busy = float(json.loads(raw)["busy_until"]) if raw else 0.0
+            except (ValueError, KeyError, TypeError):
+                busy = 0.0
+            start = max(now, busy)
+            end = start + seconds
+            data = json.dumps({"busy_until": end}).encode()
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, data, 0)
+            return start, end
+        finally:
+            os.close(fd)
+
+    def release(self, reserved_end: float, new_end: float) -> None:
+        """Give back the unused tail of our reservation when nobody reserved after it."""
+        if self.private:
+            if abs(self.busy_until - reserved_end) < 1e-9:
+                self.busy_until = new_end
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            raw = os.pread(fd, 4096, 0)
+            try:
+                busy = float(json.loads(raw)["busy_until"]) if raw else 0.0
+            except (ValueError, KeyError, TypeError):
+                return
+            if abs(busy - reserved_end) < 1e-9:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps({"busy_until": new_end}).encode(), 0)
+        finally:
+            os.close(fd)
