@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -35,6 +36,7 @@ PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_EXPERIMENT = "kgbench"
 SWEPT_PARAM_PREFIXES = ("katago.", "load.", "bench.")
 SWEPT_PARAMS = ("backend", "engines", "transport", "mode")
+_SAFE_ID_RE = re.compile(r"^[A-Za-z0-9_.:/+-]+$")
 
 
 class SweepNotFound(LookupError):
@@ -62,6 +64,8 @@ def find_sweep(client: MlflowClient, experiment: str | None = None, sweep: str |
     """The sweep's parent run: by kgbench.sweep_id tag or parent run id, else the latest sweep."""
     ids = _experiment_ids(client, experiment)
     query = "tags.`kgbench.role` = 'sweep'"
+    if sweep and not _SAFE_ID_RE.match(sweep):
+        raise SweepNotFound(f"invalid sweep id {sweep!r}")
     if sweep:
         found = client.search_runs(ids, f"{query} and tags.`kgbench.sweep_id` = '{sweep}'", max_results=5)
         if not found:

@@ -181,6 +181,7 @@ def test_explicit_run_still_obeys_rule(store: Store, config_path: Path) -> None:
 def test_unknown_sweep_and_missing_experiment(store: Store, config_path: Path) -> None:
     _plant_main_sweep(store)
     assert _main(store, config_path, "--sweep", "nope") == 1
+    assert _main(store, config_path, "--sweep", "s1' or tags.x = 'y") == 1
     assert _main(store, config_path, "--experiment", "other") == 1
 
 
