@@ -1,0 +1,107 @@
+"""conf/ composes as documented: groups in override order, KataGo keys at the top level, the user's line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig
+
+from kgbench.__main__ import CONF_DIR, config_groups, rewrite_overrides
+from kgbench.callbacks import count_jobs, display_overrides
+from kgbench.render import katago_keys, render_cfg
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose(config_name="config", overrides=rewrite_overrides(overrides))
+
+
+def test_defaults_are_the_cuda_backend_and_a_full_cfg() -> None:
+    cfg = _compose([])
+    assert cfg.backend == "cuda"
+    assert (cfg.mode, cfg.transport, cfg.engines) == ("load", "http", 1)
+    keys = katago_keys(cfg)
+    for key in (
+        "numAnalysisThreads",
+        "numSearchThreadsPerAnalysisThread",
+        "numNNServerThreadsPerModel",
+        "nnMaxBatchSize",
+        "nnCacheSizePowerOfTwo",
+        "nnMutexPoolSizePowerOfTwo",
+        "cudaUseFP16",
+        "cudaUseNHWC",
+        "maxVisits",
+    ):
+        assert key in keys, key
+    assert cfg.mlflow.experiment == "kgbench"
+    assert list(cfg.load.concurrency) == [16, 64, 256]
+    assert "hparams_search" not in cfg
+
+
+@pytest.mark.parametrize("backend", ["cuda", "trt", "eigen", "sim"])
+def test_every_backend_composes_and_renders(backend: str) -> None:
+    cfg = _compose([f"backend={backend}"])
+    assert cfg.backend == backend
+    rendered = render_cfg(cfg)
+    assert f"nnMaxBatchSize = {cfg.nnMaxBatchSize}" in rendered.text
+
+
+def test_backend_specific_keys_follow_the_backend() -> None:
+    trt = katago_keys(_compose(["backend=trt"]))
+    assert "trtUseFP16" in trt and "cudaUseFP16" not in trt
+    cuda = katago_keys(_compose(["backend=cuda", "cudaUseFP16=false"]))
+    assert cuda["cudaUseFP16"] is False and "trtUseFP16" not in cuda
+
+
+def test_plain_katago_keys_override_groups_and_can_be_added() -> None:
+    cfg = _compose(["backend=sim", "nnMaxBatchSize=64", "numAnalysisThreads=8", "nnRandomize=false"])
+    keys = katago_keys(cfg)
+    assert keys["nnMaxBatchSize"] == 64 and keys["numAnalysisThreads"] == 8 and keys["nnRandomize"] is False
+
+
+def test_kgbench_keys_and_load_group() -> None:
+    cfg = _compose(["transport=direct", "engines=4", "mode=engine", "load=smoke", "load.max_visits=7"])
+    assert (cfg.transport, cfg.engines, cfg.mode) == ("direct", 4, "engine")
+    assert cfg.load.max_visits == 7 and list(cfg.load.concurrency) == [4, 16]
+    assert not {"transport", "engines", "mode", "load", "mlflow", "engine_bench"} & set(katago_keys(cfg))
+
+
+def test_the_users_line_is_six_jobs_each_composing() -> None:
+    line = ["backend=cuda,trt", "nnMaxBatchSize=64,128,256"]
+    rewritten = rewrite_overrides(line)
+    assert rewritten == ["backend=cuda,trt", "++nnMaxBatchSize=64,128,256"]
+    assert count_jobs(rewritten) == 6
+    seen = set()
+    for override in OverridesParser.create().parse_overrides(rewritten):
+        assert override.is_sweep_override()
+    for backend in ("cuda", "trt"):
+        for batch in (64, 128, 256):
+            cfg = _compose([f"backend={backend}", f"nnMaxBatchSize={batch}"])
+            seen.add((cfg.backend, cfg.nnMaxBatchSize))
+    assert len(seen) == 6
+    assert display_overrides(["backend=trt", "++nnMaxBatchSize=64"]) == "backend=trt nnMaxBatchSize=64"
+
+
+def test_rewrite_leaves_groups_dotted_keys_flags_and_prefixed_overrides_alone() -> None:
+    args = ["-m", "load=smoke", "load.concurrency=[1,2]", "hydra.sweep.dir=/tmp/x", "+foo=1", "~bar", "--cfg", "job"]
+    assert rewrite_overrides(args) == args
+    assert {"backend", "threads", "batch", "cache", "load", "mlflow", "hparams_search", "hydra"} <= config_groups()
+
+
+def test_group_files_say_what_they_set() -> None:
+    for path in Path(CONF_DIR).glob("*/*.yaml"):
+        text = path.read_text()
+        assert text.lstrip().startswith("#"), f"{path} has no leading comment"
+        if path.parent.name in {"threads", "batch", "cache", "backend"}:
+            assert "# @package _global_" in text, path
+
+
+def test_optuna_search_config_is_a_valid_yaml_with_params() -> None:
+    import yaml
+
+    data = yaml.safe_load((CONF_DIR / "hparams_search" / "optuna.yaml").read_text())
+    assert data["hydra"]["sweeper"]["direction"] == "maximize"
+    assert "nnMaxBatchSize" in data["hydra"]["sweeper"]["params"]
