@@ -1,0 +1,69 @@
+"""runtime/fetch_katago.sh against a fake mirror: URLs from config.yaml, resume flags, extraction, sha256 pinning."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from kgserve.settings import Settings, load_settings
+
+from .conftest import RUNTIME, Stubs
+
+FETCH = str(RUNTIME / "fetch_katago.sh")
+
+
+def test_downloads_pinned_assets_extracts_appimages_and_records_sha256(
+        stubs: Stubs, config_copy: Path, shipped: Settings) -> None:
+    assert shipped.release is not None
+    result = stubs.run([FETCH])
+    assert result.returncode == 0, result.stderr
+    urls = [next(a for a in call["args"] if a.startswith("https://")) for call in stubs.calls("curl")]
+    assert urls == [shipped.release.asset_url("cuda"), shipped.release.asset_url("trt"), shipped.release.network.url]
+    for call in stubs.calls("curl"):
+        assert "-C" in call["args"] and "--progress-bar" in call["args"]  # resume and progress
+    runtime = config_copy.parent
+    for backend in ("cuda", "trt"):
+        wrapper = runtime / "bin" / backend / "katago"
+        assert (runtime / "bin" / backend / shipped.release.assets[backend]).is_file()
+        assert (runtime / "bin" / backend / "squashfs-root" / "AppRun").is_file()
+        import subprocess
+        out = subprocess.run([str(wrapper), "version"], capture_output=True, text=True, check=True, timeout=30)
+        assert out.stdout.strip() == "KataGo fake AppRun: version"
+    model = runtime / "models" / shipped.release.network.name
+    assert model.is_file()
+    pinned = load_settings(config_copy).release
+    assert pinned is not None
+    assert pinned.network.sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
+    assert pinned.sha256["cuda"] == hashlib.sha256(
+        (runtime / "bin" / "cuda" / shipped.release.assets["cuda"]).read_bytes()).hexdigest()
+    assert "sha256 recorded" in result.stderr
+
+    # second run: nothing downloaded again, everything verified against the recorded pins
+    stubs.log.unlink()
+    again = stubs.run([FETCH])
+    assert again.returncode == 0, again.stderr
+    assert stubs.calls("curl") == []
+    assert again.stderr.count("sha256 ok") == 3
+
+
+def test_a_file_that_does_not_match_its_pin_is_refused(stubs: Stubs, config_copy: Path, shipped: Settings) -> None:
+    assert shipped.release is not None
+    config_copy.write_text(config_copy.read_text().replace("    cuda: null", "    cuda: \"" + "0" * 64 + "\""))
+    result = stubs.run([FETCH, "cuda"])
+    assert result.returncode == 1
+    assert "sha256 mismatch" in result.stderr
+    assert not (config_copy.parent / "bin" / "cuda" / "katago").exists()
+    assert (config_copy.parent / "bin" / "cuda" / (shipped.release.assets["cuda"] + ".bad")).is_file()
+
+
+def test_offline_gives_a_clear_message(stubs: Stubs, config_copy: Path) -> None:
+    result = stubs.run([FETCH, "network"], extra_env={"STUB_OFFLINE": "1"})
+    assert result.returncode == 1
+    assert "looks offline" in result.stderr and "login node" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_target_is_refused(stubs: Stubs, config_copy: Path) -> None:
+    result = stubs.run([FETCH, "opencl"])
+    assert result.returncode == 1
+    assert "unknown target 'opencl'" in result.stderr
