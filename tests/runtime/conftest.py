@@ -46,8 +46,9 @@ class Stubs:
         records = [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
         return [r for r in records if name is None or r["cmd"] == name]
 
-    def run(self, argv: list[str], *, extra_env: dict[str, str] | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, argv: list[str], *, extra_env: dict[str, str] | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
         env = {**self.env, **(extra_env or {})}
         return subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=timeout, check=False)
 
@@ -65,8 +66,12 @@ def stubs(tmp_path: Path) -> Stubs:
     mirror.mkdir()
     log = tmp_path / "stub-calls.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KG_", "PBS_", "STUB_"))}
-    env.update(PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", STUB_LOG=str(log), STUB_MIRROR=str(mirror),
-               KG_PYTHON=sys.executable)
+    env.update(
+        PATH=f"{bin_dir}{os.pathsep}{env.get('PATH', '')}",
+        STUB_LOG=str(log),
+        STUB_MIRROR=str(mirror),
+        KG_PYTHON=sys.executable,
+    )
     return Stubs(bin_dir=bin_dir, log=log, mirror=mirror, env=env)
 
 

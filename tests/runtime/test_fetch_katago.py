@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
 from pathlib import Path
 
 from kgserve.settings import Settings, load_settings
@@ -13,7 +14,8 @@ FETCH = str(RUNTIME / "fetch_katago.sh")
 
 
 def test_downloads_pinned_assets_extracts_appimages_and_records_sha256(
-        stubs: Stubs, config_copy: Path, shipped: Settings) -> None:
+    stubs: Stubs, config_copy: Path, shipped: Settings
+) -> None:
     assert shipped.release is not None
     result = stubs.run([FETCH])
     assert result.returncode == 0, result.stderr
@@ -26,7 +28,7 @@ def test_downloads_pinned_assets_extracts_appimages_and_records_sha256(
         wrapper = runtime / "bin" / backend / "katago"
         assert (runtime / "bin" / backend / shipped.release.assets[backend]).is_file()
         assert (runtime / "bin" / backend / "squashfs-root" / "AppRun").is_file()
-        import subprocess
+
         out = subprocess.run([str(wrapper), "version"], capture_output=True, text=True, check=True, timeout=30)
         assert out.stdout.strip() == "KataGo fake AppRun: version"
     model = runtime / "models" / shipped.release.network.name
@@ -34,8 +36,10 @@ def test_downloads_pinned_assets_extracts_appimages_and_records_sha256(
     pinned = load_settings(config_copy).release
     assert pinned is not None
     assert pinned.network.sha256 == hashlib.sha256(model.read_bytes()).hexdigest()
-    assert pinned.sha256["cuda"] == hashlib.sha256(
-        (runtime / "bin" / "cuda" / shipped.release.assets["cuda"]).read_bytes()).hexdigest()
+    assert (
+        pinned.sha256["cuda"]
+        == hashlib.sha256((runtime / "bin" / "cuda" / shipped.release.assets["cuda"]).read_bytes()).hexdigest()
+    )
     assert "sha256 recorded" in result.stderr
 
     # second run: nothing downloaded again, everything verified against the recorded pins
@@ -48,7 +52,7 @@ def test_downloads_pinned_assets_extracts_appimages_and_records_sha256(
 
 def test_a_file_that_does_not_match_its_pin_is_refused(stubs: Stubs, config_copy: Path, shipped: Settings) -> None:
     assert shipped.release is not None
-    config_copy.write_text(config_copy.read_text().replace("    cuda: null", "    cuda: \"" + "0" * 64 + "\""))
+    config_copy.write_text(config_copy.read_text().replace("    cuda: null", '    cuda: "' + "0" * 64 + '"'))
     result = stubs.run([FETCH, "cuda"])
     assert result.returncode == 1
     assert "sha256 mismatch" in result.stderr

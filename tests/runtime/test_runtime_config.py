@@ -25,15 +25,23 @@ def test_get_prints_values_of_the_shipped_config(shipped: Settings, capsys: pyte
 
 
 def test_env_lines_survive_a_shell_round_trip(shipped: Settings) -> None:
-    script = "\n".join(env_lines(shipped)) + '\nprintf "%s|%s|%s" "$KG_CLUSTER_BASE_IMAGE" "$KG_SERVER_PORT" "$KG_CLUSTER_QUEUE"'
+    script = (
+        "\n".join(env_lines(shipped))
+        + '\nprintf "%s|%s|%s" "$KG_CLUSTER_BASE_IMAGE" "$KG_SERVER_PORT" "$KG_CLUSTER_QUEUE"'
+    )
     out = subprocess.run(["bash", "-c", script], capture_output=True, text=True, check=True).stdout
     assert shipped.cluster is not None
     assert out == f"{shipped.cluster.base_image}|{shipped.server.port}|"
 
 
 def test_unknown_key_exits_2_with_one_message() -> None:
-    result = subprocess.run([sys.executable, "-m", "kgserve.runtime_config", "get", "cluster.nodes"],
-                            capture_output=True, text=True, cwd=REPO, check=False)
+    result = subprocess.run(
+        [sys.executable, "-m", "kgserve.runtime_config", "get", "cluster.nodes"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     assert result.returncode == 2
     assert result.stderr.startswith("runtime_config: no key 'cluster.nodes'")
     assert "Traceback" not in result.stderr
@@ -51,10 +59,13 @@ def test_pin_edits_one_line_and_keeps_digit_only_digests_strings(tmp_path: Path)
     assert release is not None and release.sha256["trt"] == "1" * 64 and release.network.sha256 == "ab" * 32
 
 
-@pytest.mark.parametrize(("key", "digest", "message"), [
-    ("release.sha256.cuda", "xyz", "not a sha256"),
-    ("server.port", "a" * 64, "only release.sha256"),
-])
+@pytest.mark.parametrize(
+    ("key", "digest", "message"),
+    [
+        ("release.sha256.cuda", "xyz", "not a sha256"),
+        ("server.port", "a" * 64, "only release.sha256"),
+    ],
+)
 def test_pin_refuses_bad_input(tmp_path: Path, key: str, digest: str, message: str) -> None:
     path = tmp_path / "config.yaml"
     path.write_text(DEFAULT_CONFIG_PATH.read_text(encoding="utf-8"), encoding="utf-8")

@@ -1,0 +1,131 @@
+"""runtime/enroot_create.pbs and runtime/enroot_start.pbs with stub qsub, enroot, tmux, nvidia-smi, curl on PATH."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from kgserve.settings import Settings, load_settings
+
+from .conftest import REPO, RUNTIME, Stubs
+
+CREATE = str(RUNTIME / "enroot_create.pbs")
+START = str(RUNTIME / "enroot_start.pbs")
+
+
+def _select(shipped: Settings) -> str:
+    assert shipped.cluster is not None
+    c = shipped.cluster
+    return f"select=1:host={c.node}:ngpus={c.gpus}:ncpus={c.cpus}:mem={c.memory}"
+
+
+def test_the_shipped_cluster_is_hopper_34_with_one_gpu_and_session_go(shipped: Settings) -> None:
+    assert shipped.cluster is not None
+    assert (shipped.cluster.node, shipped.cluster.gpus, shipped.cluster.tmux_session) == ("hopper-34", 1, "go")
+
+
+def test_create_submits_itself_with_the_configured_resources(
+    stubs: Stubs, config_copy: Path, shipped: Settings
+) -> None:
+    result = stubs.run([CREATE])
+    assert result.returncode == 0, result.stderr
+    [call] = stubs.calls("qsub")
+    args = call["args"]
+    assert "select=1:host=hopper-34:ngpus=1:" in _select(shipped)
+    assert args[args.index("-l") + 1] == _select(shipped)
+    assert shipped.cluster is not None and f"walltime={shipped.cluster.create_walltime}" in args
+    assert args[-1] == CREATE
+    assert f"KG_REPO={REPO},KG_CONFIG={config_copy},KG_FORCE=0,KG_SUBMITTED=1" in args
+    assert "-q" not in args  # queue: null -> the server's default
+    assert stubs.calls("enroot") == []  # nothing is built on the login node
+
+
+def test_create_job_fetches_pinned_assets_builds_and_exports_the_image(
+    stubs: Stubs, config_copy: Path, shipped: Settings
+) -> None:
+    assert shipped.release is not None and shipped.cluster is not None
+    job = {"PBS_JOBID": "4242.pbs", "KG_REPO": str(REPO)}
+    result = stubs.run([CREATE], extra_env=job)
+    assert result.returncode == 0, result.stdout + result.stderr
+    urls = {a for call in stubs.calls("curl") for a in call["args"] if a.startswith("https://")}
+    assert urls == {shipped.release.asset_url("cuda"), shipped.release.asset_url("trt"), shipped.release.network.url}
+    assert {u.rsplit("/", 1)[1] for u in urls} >= {
+        "katago-v1.18.1-cuda12.8-cudnn9.8.0-linux-x64.zip",
+        "katago-v1.18.1-trt10.9.0-cuda12.8-linux-x64.zip",
+    }
+    enroot = [call["args"] for call in stubs.calls("enroot")]
+    subcommands = [args[0] for args in enroot]
+    assert subcommands == ["import", "list", "create", "start", "export", "remove"]
+    assert enroot[0][-1] == f"docker://{shipped.cluster.base_image}"
+    start = enroot[3]
+    assert start[start.index("--mount") + 1] == f"{REPO}:{REPO}"
+    assert start[-3:] == ["bash", f"{REPO}/runtime/enroot_create.pbs", "--provision"]
+    assert "KG_BACKENDS=cuda trt" in start
+    image = config_copy.parent / "kgbench.sqsh"
+    assert image.is_file() and not Path(f"{image}.partial.sqsh").exists()
+    assert stubs.calls("nvidia-smi")
+    logs = list((config_copy.parent / "logs").glob("enroot_create-*-4242.log"))
+    assert len(logs) == 1 and "step 4/4" in logs[0].read_text()
+
+    # idempotent: the same inputs keep the image; nothing downloaded or imported again
+    stubs.log.unlink()
+    again = stubs.run([CREATE], extra_env=job)
+    assert again.returncode == 0, again.stderr
+    assert "up to date" in again.stdout + again.stderr
+    assert stubs.calls("curl") == [] and stubs.calls("enroot") == []
+
+
+def test_create_job_stops_at_the_first_error(stubs: Stubs, config_copy: Path) -> None:
+    result = stubs.run([CREATE], extra_env={"PBS_JOBID": "7.pbs", "KG_REPO": str(REPO), "STUB_OFFLINE": "1"})
+    assert result.returncode == 1
+    assert "looks offline" in result.stdout + result.stderr
+    assert stubs.calls("enroot") == []
+
+
+def test_start_asks_for_an_interactive_job_on_hopper_34_with_one_gpu(
+    stubs: Stubs, config_copy: Path, shipped: Settings
+) -> None:
+    result = stubs.run([START])
+    assert result.returncode == 0, result.stderr
+    [call] = stubs.calls("qsub")
+    args = call["args"]
+    assert args[0] == "-I"
+    assert _select(shipped) in args and "ngpus=1" in _select(shipped)
+    assert args[args.index("--") :] == ["--", "/bin/bash", START]
+    assert shipped.cluster is not None and f"walltime={shipped.cluster.walltime}" in args
+
+
+def test_start_job_mounts_repo_and_home_data_dir_and_opens_tmux_go(
+    stubs: Stubs, config_copy: Path, shipped: Settings
+) -> None:
+    settings = load_settings(config_copy)
+    assert settings.cluster is not None
+    settings.cluster.image_path.write_bytes(b"hsqs stub\n")
+    job = {"PBS_JOBID": "99.pbs", "KG_REPO": str(REPO)}
+    result = stubs.run([START], extra_env=job)
+    assert result.returncode == 0, result.stderr
+    enroot = [call["args"] for call in stubs.calls("enroot")]
+    assert enroot[1] == ["create", "--force", "--name", "kgbench", str(settings.cluster.image_path)]
+    [tmux] = [call["args"] for call in stubs.calls("tmux")]
+    assert tmux[:4] == ["new-session", "-A", "-s", "go"]
+    container = shlex.split(tmux[6])
+    assert container[:2] == ["enroot", "start"]
+    mounts = [container[i + 1] for i, arg in enumerate(container) if arg == "--mount"]
+    home = settings.engine.home_data_dir
+    assert mounts == [f"{REPO}:{REPO}", f"{home}:{home}"]
+    assert home.is_dir()
+    assert tmux[7:] == [";", "set-option", "-t", "go", "default-command", tmux[6]]
+
+    # the container exists and the image did not change: attach without re-creating it
+    stubs.log.unlink()
+    again = stubs.run([START], extra_env={**job, "STUB_ENROOT_LIST": "kgbench"})
+    assert again.returncode == 0, again.stderr
+    assert [c["args"][0] for c in stubs.calls("enroot")] == ["list"]
+    assert stubs.calls("tmux")[0]["args"][:4] == ["new-session", "-A", "-s", "go"]
+
+
+def test_start_job_without_an_image_says_how_to_build_it(stubs: Stubs, config_copy: Path) -> None:
+    result = stubs.run([START], extra_env={"PBS_JOBID": "5.pbs", "KG_REPO": str(REPO)})
+    assert result.returncode == 1
+    assert "runtime/enroot_create.pbs" in result.stderr
+    assert stubs.calls("tmux") == []
