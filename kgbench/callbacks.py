@@ -92,7 +92,11 @@ class KgbenchCallback(Callback):
         from kgbench import summary, tracking
 
         client = tracking.make_client()
-        frame = summary.sweep_table(client, self.experiment_id, self.parent_run_id)
+        runs = summary.child_runs(client, self.experiment_id, self.parent_run_id)
+        for run_id, overhead in summary.overheads(runs).items():
+            client.log_metric(run_id, "overhead", overhead)
+        runs = summary.child_runs(client, self.experiment_id, self.parent_run_id)
+        frame = summary.sweep_table(runs)
         ok = bool((frame["status"] == "FINISHED").any()) if not frame.empty else False
         state.set_sweep_result(total=len(frame), succeeded=int((frame["status"] == "FINISHED").sum()))
         text = summary.format_table(frame)

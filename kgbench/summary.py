@@ -1,4 +1,5 @@
-"""The end-of-sweep table: every job of a sweep, read back from MLflow, sorted by req/s (best first)."""
+"""The end of a sweep, read back from MLflow: the serving layer's overhead for http runs that have a direct
+twin, and the table of every job sorted by req/s (best first)."""
 
 from __future__ import annotations
 
@@ -6,24 +7,45 @@ import math
 from typing import Any
 
 import pandas as pd
+from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-__all__ = ["COLUMNS", "format_table", "sweep_table"]
+__all__ = ["COLUMNS", "child_runs", "format_table", "overheads", "sweep_table"]
 
-# (column, where, key): where is "metric" or "tag"
-COLUMNS: list[tuple[str, str, str]] = [
-    ("req/s", "metric", "req_per_s"),
-    ("visits/s", "metric", "visits_per_s"),
-    ("p50 ms", "metric", "p50_ms"),
-    ("p99 ms", "metric", "p99_ms"),
-    ("errors", "metric", "error_rate"),
-    ("batch", "metric", "nn_avg_batch_size"),
-    ("start s", "metric", "engine_start_s"),
+# (column, metric)
+COLUMNS: list[tuple[str, str]] = [
+    ("req/s", "req_per_s"),
+    ("visits/s", "visits_per_s"),
+    ("p50 ms", "p50_ms"),
+    ("p99 ms", "p99_ms"),
+    ("errors", "error_rate"),
+    ("batch", "nn_avg_batch_size"),
+    ("start s", "engine_start_s"),
+    ("overhead", "overhead"),
 ]
 
 
-def sweep_table(client: MlflowClient, experiment_id: str, parent_run_id: str) -> pd.DataFrame:
-    runs = client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=5000)
+def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> list[Run]:
+    return list(client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=5000))
+
+
+def overheads(runs: list[Run]) -> dict[str, float]:
+    """run id of an http run -> 1 - req/s(http) / req/s(direct twin: same params but transport), when both ran."""
+    direct: dict[tuple[tuple[str, str], ...], float] = {}
+    http: list[tuple[tuple[tuple[str, str], ...], str, float]] = []
+    for run in runs:
+        req = run.data.metrics.get("req_per_s")
+        if run.info.status != "FINISHED" or req is None:
+            continue
+        key = tuple(sorted((k, v) for k, v in run.data.params.items() if k != "transport"))
+        if run.data.params.get("transport") == "direct":
+            direct[key] = req
+        elif run.data.params.get("transport") == "http":
+            http.append((key, run.info.run_id, req))
+    return {run_id: 1.0 - req / direct[key] for key, run_id, req in http if direct.get(key, 0) > 0}
+
+
+def sweep_table(runs: list[Run]) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
@@ -31,7 +53,7 @@ def sweep_table(client: MlflowClient, experiment_id: str, parent_run_id: str) ->
             "job": tags.get("hydra_overrides", run.info.run_name or run.info.run_id),
             "status": run.info.status,
         }
-        for column, _, key in COLUMNS:
+        for column, key in COLUMNS:
             row[column] = metrics.get(key, math.nan)
         flags = [name for name in ("unstable", "invalid") if tags.get(f"kgbench.{name}") == "true"]
         row["flags"] = ",".join(flags)
@@ -39,7 +61,7 @@ def sweep_table(client: MlflowClient, experiment_id: str, parent_run_id: str) ->
         row["run_id"] = run.info.run_id
         row["_start"] = run.info.start_time or 0
         rows.append(row)
-    columns = ["job", "status", *[c for c, _, _ in COLUMNS], "flags", "reason", "run_id", "_start"]
+    columns = ["job", "status", *[c for c, _ in COLUMNS], "flags", "reason", "run_id", "_start"]
     frame = pd.DataFrame(rows, columns=columns).sort_values("_start", kind="stable")
     frame = frame.sort_values("req/s", ascending=False, na_position="last", kind="stable")
     return frame.drop(columns=["_start"]).reset_index(drop=True)
