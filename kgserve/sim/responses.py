@@ -32,6 +32,18 @@ def _float_text(value: float) -> str:
     return text if ("." in text or "e" in text or "n" in text) else text + ".0"
 
 
+_KEYS: dict[str, str] = {}
+
+
+def _key(key: str) -> str:
+    text = _KEYS.get(key)
+    if text is None:
+        text = json.dumps(key, ensure_ascii=False) + ":"
+        if len(_KEYS) < 256:
+            _KEYS[key] = text
+    return text
+
+
 def _dump(obj: Any, out: list[str]) -> None:
     if isinstance(obj, dict):
         out.append("{")
@@ -40,8 +52,7 @@ def _dump(obj: Any, out: list[str]) -> None:
             if not first:
                 out.append(",")
             first = False
-            out.append(json.dumps(key, ensure_ascii=False))
-            out.append(":")
+            out.append(_key(key))
             _dump(obj[key], out)
         out.append("}")
     elif isinstance(obj, list):
@@ -51,6 +62,8 @@ def _dump(obj: Any, out: list[str]) -> None:
                 out.append(",")
             _dump(item, out)
         out.append("]")
+    elif isinstance(obj, str) and obj.isalnum() and obj.isascii():
+        out.append('"' + obj + '"')
     elif obj is True:
         out.append("true")
     elif obj is False:
@@ -88,7 +101,7 @@ def render_analysis(req: Request, visits: int, during: bool, seed: int, perspect
     area = xs * ys
     to_move = req.to_move
     blacks, whites = board.stones.count(BLACK), board.stones.count(WHITE)
-    lead_black = (blacks - whites) * 0.9 - req.komi + base.gauss(0.0, 2.5)
+    lead_black = (blacks - whites) * 0.9 - req.komi + 6.5 - (0.9 if to_move == WHITE else 0.0) + base.gauss(0.0, 2.5)
     sign = 1.0 if (perspective == "BLACK" or (perspective == "SIDETOMOVE" and to_move == BLACK)) else -1.0
     if perspective == "WHITE":
         sign = -1.0
@@ -100,7 +113,8 @@ def render_analysis(req: Request, visits: int, during: bool, seed: int, perspect
 
     root_lead = sign * (lead_black + noise.gauss(0.0, 0.3) * settle)
     root_wr = winrate_of(root_lead)
-    candidates = _candidates(req, base)
+    empties = board.empties()
+    candidates = _candidates(req, base, empties)
     children = visits - 1
     count = min(len(candidates), children, max(1, int(1.2 * math.sqrt(visits)) + 1))
     chosen = candidates[:count]
@@ -125,7 +139,7 @@ def render_analysis(req: Request, visits: int, during: bool, seed: int, perspect
             "scoreStdev": score_scale + noise.gauss(0.0, 0.5), "utility": util,
             "utilityLcb": util - 0.3 / math.sqrt(v), "visits": v, "weight": float(v), "winrate": wr,
         }
-        pv, pv_visits = _pv(loc, v, req.pv_len, board.empties(), noise, xs, ys)
+        pv, pv_visits = _pv(loc, v, req.pv_len, empties, noise, xs, ys)
         info["pv"] = pv
         if req.flags["includePVVisits"]:
             info["pvVisits"] = pv_visits
@@ -161,8 +175,8 @@ def _name(loc: int, xs: int, ys: int) -> str:
     return loc_to_str(loc, xs, ys)
 
 
-def _candidates(req: Request, rng: random.Random) -> list[int]:
-    empties = req.board.empties()
+def _candidates(req: Request, rng: random.Random, empties: list[int]) -> list[int]:
+    empties = list(empties)
     if req.board.ko_loc is not None and req.board.ko_loc in empties:
         empties.remove(req.board.ko_loc)
     moves = [*empties, PASS]
@@ -191,13 +205,14 @@ def _allocate(total: int, priors: list[float]) -> list[int]:
 def _pv(first: int, v: int, pv_len: int, empties: list[int], rng: random.Random, xs: int, ys: int) -> tuple[list[str], list[int]]:
     locs, counts = [first], [v]
     remaining = v
-    pool = [e for e in empties if e != first]
-    while len(locs) < pv_len and pool:
+    while len(locs) < pv_len and len(locs) < len(empties):
         remaining = int(remaining * rng.uniform(0.35, 0.75))
         if remaining < 1:
             break
-        locs.append(pool.pop(rng.randrange(len(pool))))
-        counts.append(remaining)
+        loc = empties[rng.randrange(len(empties))]
+        if loc not in locs:
+            locs.append(loc)
+            counts.append(remaining)
     return [loc_to_str(loc, xs, ys) for loc in locs], counts
 
 

@@ -25,7 +25,6 @@ processes on one simulated GPU slow each other down once its busy fraction passe
 from __future__ import annotations
 
 import fcntl
-import json
 import math
 import os
 import tempfile
@@ -51,6 +50,7 @@ C_VISIT = 0.0009  # CPU seconds of tree work per visit (big board, big net: long
 WASTE = 0.06
 Q0 = 0.004
 DEVICE_MEMORY_GB = 141.0
+_RECORD = 32  # bytes of the shared state file: 'busy until' wall time, space padded
 WEIGHTS_GB, ROW_GB, BASE_GB = 0.6, 0.09, 1.0
 
 
@@ -158,7 +158,7 @@ class SharedDevice:
         self.private = name == "private"
         self.busy_until = 0.0
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
-        self.path = Path(tempfile.gettempdir()) / f"kgserve-sim-device-{safe}.json"
+        self.path = Path(tempfile.gettempdir()) / f"kgserve-sim-device-{safe}.state"
 
     def reserve(self, seconds: float) -> tuple[float, float]:
         """Reserve `seconds` of device time (wall clock) as early as possible; returns (start, end)."""
@@ -167,39 +167,41 @@ class SharedDevice:
             start = max(now, self.busy_until)
             self.busy_until = start + seconds
             return start, self.busy_until
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = self._open()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            raw = os.pread(fd, 4096, 0)
-            try:
-                busy = float(json.loads(raw)["busy_until"]) if raw else 0.0
-            except (ValueError, KeyError, TypeError):
-                busy = 0.0
-            start = max(now, busy)
+            start = max(now, self._read(fd))
             end = start + seconds
-            data = json.dumps({"busy_until": end}).encode()
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, data, 0)
+            os.pwrite(fd, self._record(end), 0)
             return start, end
         finally:
             os.close(fd)
 
+    def _open(self) -> int:
+        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+
+    @staticmethod
+    def _read(fd: int) -> float:
+        raw = os.pread(fd, _RECORD, 0)
+        try:
+            return float(raw.decode("ascii").strip() or 0.0)
+        except (ValueError, UnicodeDecodeError):
+            return 0.0
+
+    @staticmethod
+    def _record(busy_until: float) -> bytes:
+        return f"{busy_until:.6f}".ljust(_RECORD - 1).encode("ascii") + b"\n"
+
     def release(self, reserved_end: float, new_end: float) -> None:
         """Give back the unused tail of our reservation when nobody reserved after it."""
         if self.private:
-            if abs(self.busy_until - reserved_end) < 1e-9:
+            if abs(self.busy_until - reserved_end) < 1e-6:
                 self.busy_until = new_end
             return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        fd = self._open()
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            raw = os.pread(fd, 4096, 0)
-            try:
-                busy = float(json.loads(raw)["busy_until"]) if raw else 0.0
-            except (ValueError, KeyError, TypeError):
-                return
-            if abs(busy - reserved_end) < 1e-9:
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, json.dumps({"busy_until": new_end}).encode(), 0)
+            if abs(self._read(fd) - reserved_end) < 1e-5:
+                os.pwrite(fd, self._record(new_end), 0)
         finally:
             os.close(fd)

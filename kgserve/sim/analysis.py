@@ -1,0 +1,267 @@
+"""The simulated analysis engine loop: stdin lines in, KataGo's response lines out, timed by the throughput model.
+
+One thread reads stdin into a queue; the main thread owns all state. Searches advance in rounds: a round
+lasts until the next completion or partial report (at most ROUND_MAX_WALL of wall time) or until a new line
+arrives, progresses every active search at the model's steady rate, and first reserves the device time it
+needs on the shared simulated device; when other processes hold the device, the round simply ends later.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import queue
+import sys
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from kgserve.protocol import Query, Rejected, classify_line, dump_compact
+from kgserve.sim.queries import Defaults, Request, error_for, parse_query
+from kgserve.sim.responses import no_results, render_analysis
+from kgserve.sim.startup import GIT_HASH, VERSION, Knobs, Log
+from kgserve.sim.throughput import Q0, WASTE, SharedDevice, SimParams, Steady, steady_state
+
+__all__ = ["Engine"]
+
+ROUND_MAX_WALL = 0.05
+UNKNOWN_ACTION = (
+    "'action' field must be 'query_version' or 'query_models' or 'clear_cache' or 'terminate' or 'terminate_all'"
+)
+TURNS_ERROR = "If provided, must be an array of integers indicating turns to terminate"
+_EOF = object()
+
+
+@dataclass
+class Search:
+    req: Request
+    target: float
+    rate_boost: float
+    delay: float
+    done: float = 0.0
+    started_sim: float = 0.0
+    next_report: float | None = None
+
+
+class Engine:
+    def __init__(self, params: SimParams, knobs: Knobs, defaults: Defaults, model_info: dict[str, Any],
+                 perspective: str, log: Log) -> None:
+        self.p = params
+        self.k = knobs
+        self.defaults = defaults
+        self.model_info = model_info
+        self.perspective = perspective
+        self.log = log
+        self.device = SharedDevice(knobs.device)
+        self.pending: list[tuple[int, int, Request]] = []
+        self.active: list[Search] = []
+        self.seq = 0
+        self.sim_now = 0.0
+        self.cache: OrderedDict[bytes, int] = OrderedDict()
+        self.cache_entries = 0
+        self.rows = 0.0
+        self.batches = 0.0
+        self.out = sys.stdout.buffer
+        self.lines: queue.Queue[object] = queue.Queue()
+        self._round: tuple[float, float, float, float, float, Steady] | None = None  # start, end, dt_sim, dev_s, dev_e
+
+    # ---- output -------------------------------------------------------------------------------------------
+    def emit(self, line: str) -> None:
+        self.out.write(line.encode("utf-8") + b"\n")
+        self.out.flush()
+        if line.startswith('{"error"'):
+            self.log.write("Error: " + line)
+        elif '"warning":' in line and line.startswith('{"field"'):
+            self.log.write("Warning: " + line)
+
+    # ---- main loop ----------------------------------------------------------------------------------------
+    def _reader(self) -> None:
+        for raw in sys.stdin.buffer:
+            self.lines.put(raw)
+        self.lines.put(_EOF)
+
+    def run(self) -> tuple[int, int]:
+        threading.Thread(target=self._reader, daemon=True).start()
+        eof = False
+        while True:
+            self._start_searches()
+            if eof and not self.active and not self.pending:
+                break
+            if self.active and self._round is None:
+                self._begin_round()
+            if eof:
+                assert self._round is not None
+                time.sleep(max(0.0, self._round[1] - time.time()))
+                self._end_round(time.time())
+                continue
+            timeout = None if self._round is None else max(0.0, self._round[1] - time.time())
+            try:
+                item: object = self.lines.get(timeout=timeout)
+            except queue.Empty:
+                item = None
+            if self._round is not None and item is None:
+                self._end_round(time.time())
+            if item is _EOF:
+                eof = True
+            elif isinstance(item, bytes):
+                self.handle_line(item)
+        return round(self.rows), round(self.batches)
+
+    # ---- rounds -------------------------------------------------------------------------------------------
+    def _rate(self, steady: Steady, s: Search) -> float:
+        if self.k.fixed_rps is not None:
+            return s.target * self.k.fixed_rps / max(1, len(self.active))
+        return steady.visits_per_search * s.rate_boost
+
+    def _begin_round(self) -> None:
+        now = time.time()
+        steady = steady_state(self.p, len(self.active), int(min(s.target for s in self.active)))
+        horizon = ROUND_MAX_WALL * self.k.speed
+        for s in self.active:
+            rate = self._rate(steady, s)
+            left = s.delay + (max(0.0, s.target - s.done) / rate if rate > 0 else 0.0)
+            horizon = min(horizon, left)
+            if s.next_report is not None:
+                horizon = min(horizon, max(0.0, s.next_report - self.sim_now))
+        dt = max(horizon, 0.0)
+        wall = dt / self.k.speed
+        dev_s = dev_e = now
+        end = now + wall
+        if self.k.fixed_rps is None and steady.device_util > 0 and wall > 0:
+            dev_s, dev_e = self.device.reserve(steady.device_util * wall)
+            end = max(end, dev_e)
+        self._round = (now, end, dt, dev_s, dev_e, steady)
+
+    def _end_round(self, now: float) -> None:
+        assert self._round is not None
+        start, end, dt, dev_s, dev_e, steady = self._round
+        self._round = None
+        frac = 1.0 if now >= end or end <= start else max(0.0, (now - start) / (end - start))
+        if frac < 1.0 and dev_e > dev_s:
+            self.device.release(dev_e, dev_s + frac * (dev_e - dev_s))
+        step = dt * frac
+        self.sim_now += step
+        if self.k.fixed_rps is None:
+            self.rows += steady.evals_per_s * step
+            self.batches += steady.evals_per_s * step / max(1.0, steady.batch)
+        finished = []
+        for s in self.active:
+            use = min(s.delay, step)
+            s.delay -= use
+            s.done = min(s.target, s.done + (step - use) * self._rate(steady, s))
+            if s.done >= s.target - 1e-6:
+                finished.append(s)
+            elif s.next_report is not None and self.sim_now >= s.next_report - 1e-9:
+                if s.done >= 1:
+                    self.emit(render_analysis(s.req, int(s.done), True, self.k.seed, self.perspective))
+                s.next_report += s.req.report_every or 1e30
+        for s in finished:
+            self._finish(s, int(s.target))
+
+    def _finish(self, s: Search, visits: int) -> None:
+        self.active.remove(s)
+        if visits >= 1:
+            self.emit(render_analysis(s.req, visits, False, self.k.seed, self.perspective))
+            self._remember(s.req.cache_key, visits)
+        else:
+            self.emit(no_results(s.req))
+
+    def _remember(self, key: bytes, visits: int) -> None:
+        old = self.cache.pop(key, 0)
+        self.cache[key] = max(old, visits)
+        self.cache_entries += max(old, visits) - old
+        capacity = 1 << self.p.cache_pow
+        while self.cache_entries > capacity and self.cache:
+            _, v = self.cache.popitem(last=False)
+            self.cache_entries -= v
+
+    def _start_searches(self) -> None:
+        while self.pending and len(self.active) < self.p.analysis_threads:
+            if self._round is not None:
+                self._end_round(time.time())
+            _, _, req = heapq.heappop(self.pending)
+            target = float(req.max_visits)
+            seen = self.cache.get(req.cache_key, 0)
+            hit = 0.85 * min(1.0, seen / target) if seen else 0.0
+            fixed = self.k.fixed_rps is not None
+            jitter = 0.9 + 0.2 * ((req.seq * 2654435761 + self.k.seed) % 1000) / 1000.0
+            s = Search(req, target, jitter / (1.0 - hit), 0.0 if fixed else Q0, started_sim=self.sim_now)
+            if req.report_every is not None and req.first_report is not None:
+                s.next_report = self.sim_now + req.first_report
+            self.active.append(s)
+            if fixed and self.k.fixed_rps == 0:
+                self._finish(s, req.max_visits)
+
+    # ---- requests -----------------------------------------------------------------------------------------
+    def handle_line(self, raw: bytes) -> None:
+        if not raw.strip():
+            return
+        result = classify_line(raw)
+        if isinstance(result, Query):
+            self._enqueue(parse_query(result.body, self.defaults, self.emit))
+            return
+        assert isinstance(result, Rejected)
+        if result.caller_id is None:
+            self.emit(result.error_line.decode("utf-8"))
+            return
+        body = json.loads(raw.decode("utf-8"))
+        if isinstance(body.get("action"), str):
+            self._action(body)
+        else:
+            self._enqueue(parse_query(body, self.defaults, self.emit))
+
+    def _enqueue(self, requests: list[Request]) -> None:
+        if self._round is not None:
+            self._end_round(time.time())
+        for req in requests:
+            self.seq += 1
+            req.seq = self.seq
+            heapq.heappush(self.pending, (-req.priority, self.seq, req))
+
+    def _action(self, body: dict[str, Any]) -> None:
+        action, caller_id = body["action"], body["id"]
+        if action == "query_version":
+            self.emit(dump_compact({**body, "version": VERSION, "git_hash": GIT_HASH}))
+        elif action == "query_models":
+            self.emit(dump_compact({**body, "models": [self.model_info]}))
+        elif action == "clear_cache":
+            self.cache.clear()
+            self.cache_entries = 0
+            self.emit(dump_compact(body))
+        elif action in ("terminate", "terminate_all"):
+            target_id = body.get("terminateId")
+            if action == "terminate" and not isinstance(target_id, str):
+                self.emit(error_for(caller_id, "terminateId",
+                                    'Requests for a terminate action must have a string "terminateId" field'))
+                return
+            turns: set[int] | None = None
+            if "turnNumbers" in body:
+                value = body["turnNumbers"]
+                if not isinstance(value, list) or not all(type(v) in (int, float, bool) for v in value):
+                    self.emit(error_for(caller_id, "turnNumbers", TURNS_ERROR))
+                    return
+                turns = {int(v) for v in value}
+            self._terminate(target_id if action == "terminate" else None, turns, body)
+        else:
+            self.emit(dump_compact({"error": UNKNOWN_ACTION}))
+
+    def _terminate(self, target_id: str | None, turns: set[int] | None, body: dict[str, Any]) -> None:
+        def matches(req: Request) -> bool:
+            return (target_id is None or req.id == target_id) and (turns is None or req.turn in turns)
+
+        if self._round is not None:
+            self._end_round(time.time())
+        kept = []
+        for item in sorted(self.pending, key=lambda it: it[2].seq):
+            if matches(item[2]):
+                self.emit(no_results(item[2]))
+            else:
+                kept.append(item)
+        self.pending = kept
+        heapq.heapify(self.pending)
+        stopped = [s for s in self.active if matches(s.req)]
+        self.emit(dump_compact(body))
+        for s in stopped:
+            self._finish(s, int(s.done))

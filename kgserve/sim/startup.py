@@ -1,0 +1,144 @@
+"""Start-up and exit of the simulated engine: KataGo's stderr log lines, env knobs, model and memory checks."""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from kgserve.sim.cfgfile import CfgError, SimCfg
+from kgserve.sim.throughput import DEVICE_MEMORY_GB, SimParams, device_memory_gb
+
+__all__ = ["VERSION", "Knobs", "Log", "abort", "check_model", "check_memory", "model_names"]
+
+VERSION = "1.17.2-sim"
+GIT_HASH = "simulated"
+
+
+@dataclass(frozen=True)
+class Knobs:
+    speed: float
+    seed: int
+    device: str
+    fixed_rps: float | None
+    startup_s: float
+
+    @classmethod
+    def from_env(cls) -> Knobs:
+        env = os.environ
+        speed = float(env.get("KGSERVE_SIM_SPEED", "1") or 1)
+        fixed = env.get("KGSERVE_SIM_FIXED_RPS", "")
+        return cls(
+            speed=speed if speed > 0 else 1.0,
+            seed=int(env.get("KGSERVE_SIM_SEED", "0") or 0),
+            device=env.get("KGSERVE_SIM_DEVICE", "gpu0") or "gpu0",
+            fixed_rps=float(fixed) if fixed.strip() else None,
+            startup_s=float(env.get("KGSERVE_SIM_STARTUP_S", "0.3") or 0.3),
+        )
+
+
+class Log:
+    """KataGo's logger on stderr: `YYYY-MM-DD HH:MM:SS+0000: message`."""
+
+    def write(self, message: str) -> None:
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S+0000", time.gmtime())
+        sys.stderr.write(f"{stamp}: {message}\n")
+        sys.stderr.flush()
+
+    def raw(self, text: str) -> None:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+
+
+def abort(kind: str, what: str, code: int = 134) -> None:
+    """An uncaught C++ exception: `terminate called after throwing ...`, then the abort exit status."""
+    sys.stderr.write(f"terminate called after throwing an instance of '{kind}'\n  what():  {what}\n")
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def model_names(model: str) -> tuple[str, str]:
+    name = Path(model).name
+    internal = name
+    for suffix in (".bin.gz", ".txt.gz", ".bin", ".gz"):
+        if internal.endswith(suffix):
+            internal = internal[: -len(suffix)]
+            break
+    return name, internal
+
+
+def start_log(log: Log, cfg: SimCfg, model: str, seed: int) -> None:
+    log.write("Running with following config:\n" + cfg.echo())
+    log.write("Analysis Engine starting...")
+    log.write(f"KataGo v{VERSION} SIMULATED (kgserve.sim: no neural net is evaluated, timings come from a model)")
+    log.write(f"nnRandSeed0 = {random.Random(seed).getrandbits(64)}")
+    log.write(f"After dedups: nnModelFile0 = {model} useFP16 auto")
+    log.write("Initializing neural net buffer to be size 19 * 19 allowing smaller boards")
+
+
+def check_model(model: str) -> None:
+    if not Path(model).is_file():
+        abort(
+            "StringError",
+            f"Error loading or parsing model file {model}: Could not open file {model} - "
+            "does not exist or invalid permissions?",
+        )
+
+
+def check_memory(log: Log, p: SimParams) -> None:
+    need = device_memory_gb(p)
+    if need > DEVICE_MEMORY_GB:
+        sys.stderr.write(
+            "terminate called after throwing an instance of 'StringError'\n"
+            "  what():  CUDA Error, for cudaMalloc(&buf, bytes) file cudahelpers.cu, func mallocOnDevice: "
+            f"out of memory (SIMULATED device: {p.server_threads} server thread(s) x nnMaxBatchSize "
+            f"{p.max_batch} need {need:.1f} GB, the simulated H200 has {DEVICE_MEMORY_GB:.0f} GB)\n"
+        )
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def backend_log(log: Log, p: SimParams, internal: str) -> None:
+    for i in range(p.server_threads):
+        log.write(f"SIMULATED CUDA backend thread {i}: Found GPU NVIDIA H200 (simulated) memory 150754820096")
+        log.write(f"SIMULATED CUDA backend thread {i}: Model version 15")
+        log.write(f"SIMULATED CUDA backend thread {i}: Model name: {internal} (SIMULATED)")
+
+
+def unused_key_warnings(log: Log, cfg: SimCfg) -> None:
+    unused = cfg.unused_keys()
+    if not unused:
+        return
+    lines = [
+        "--------------",
+        f"WARNING: Config had unused keys! You may have a typo, an option you specified is being unused from "
+        f"{cfg.file_name}",
+        *(f"WARNING: Unused key '{key}' in {cfg.file_name}" for key in unused),
+        "--------------",
+    ]
+    for line in lines:
+        log.write(line)
+    log.raw("".join(line + "\n" for line in lines))
+
+
+def exit_log(log: Log, model: str, rows: int, batches: int, server_threads: int) -> None:
+    log.write(model)
+    log.write(f"NN rows: {rows}")
+    log.write(f"NN batches: {batches}")
+    log.write(f"NN avg batch size: {_cpp_double(rows / batches) if batches else '-nan'}")
+    for i in range(server_threads):
+        share_rows = rows // server_threads + (1 if i < rows % server_threads else 0)
+        share_batches = batches // server_threads + (1 if i < batches % server_threads else 0)
+        log.write(f"GPU {i} finishing, processed {share_rows} rows {share_batches} batches")
+    log.write("All cleaned up, quitting")
+
+
+def _cpp_double(value: float) -> str:
+    """Global::doubleToString: ostream << double (6 significant digits, no trailing zeros)."""
+    return f"{value:.6g}"
+
+
+__all__ += ["CfgError", "backend_log", "exit_log", "start_log", "unused_key_warnings"]
