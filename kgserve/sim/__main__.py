@@ -1,4 +1,7 @@
-"""`python -m kgserve.sim analysis -config CFG -model MODEL` / `... benchmark -config CFG -model MODEL -v V -t T -n N`."""
+"""`python -m kgserve.sim analysis -config CFG -model MODEL` and `... benchmark -config CFG -model MODEL ...`.
+
+A SIMULATED KataGo: the same protocol and log lines, timings from `kgserve.sim.throughput`.
+"""
 
 from __future__ import annotations
 

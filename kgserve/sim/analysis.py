@@ -22,7 +22,7 @@ from kgserve.protocol import Query, Rejected, classify_line, dump_compact
 from kgserve.sim.queries import Defaults, Request, error_for, parse_query
 from kgserve.sim.responses import no_results, render_analysis
 from kgserve.sim.startup import GIT_HASH, VERSION, Knobs, Log
-from kgserve.sim.throughput import Q0, WASTE, SharedDevice, SimParams, Steady, steady_state
+from kgserve.sim.throughput import Q0, SharedDevice, SimParams, Steady, steady_state
 
 __all__ = ["Engine"]
 
@@ -46,8 +46,15 @@ class Search:
 
 
 class Engine:
-    def __init__(self, params: SimParams, knobs: Knobs, defaults: Defaults, model_info: dict[str, Any],
-                 perspective: str, log: Log) -> None:
+    def __init__(
+        self,
+        params: SimParams,
+        knobs: Knobs,
+        defaults: Defaults,
+        model_info: dict[str, Any],
+        perspective: str,
+        log: Log,
+    ) -> None:
         self.p = params
         self.k = knobs
         self.defaults = defaults
@@ -233,8 +240,13 @@ class Engine:
         elif action in ("terminate", "terminate_all"):
             target_id = body.get("terminateId")
             if action == "terminate" and not isinstance(target_id, str):
-                self.emit(error_for(caller_id, "terminateId",
-                                    'Requests for a terminate action must have a string "terminateId" field'))
+                self.emit(
+                    error_for(
+                        caller_id,
+                        "terminateId",
+                        'Requests for a terminate action must have a string "terminateId" field',
+                    )
+                )
                 return
             turns: set[int] | None = None
             if "turnNumbers" in body:

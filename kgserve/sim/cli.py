@@ -116,8 +116,12 @@ def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
     log.write("Started, ready to begin handling requests")
     perspective = cfg.values.get("reportAnalysisWinratesAs", "SIDETOMOVE").upper()
     model_info = {
-        "internalName": internal, "maxBatchSize": params.max_batch, "name": name, "usesHumanSLProfile": False,
-        "usingFP16": cfg.values.get("useFP16", "auto"), "version": 15,
+        "internalName": internal,
+        "maxBatchSize": params.max_batch,
+        "name": name,
+        "usesHumanSLProfile": False,
+        "usingFP16": cfg.values.get("useFP16", "auto"),
+        "version": 15,
     }
     engine = Engine(params, knobs, defaults, model_info, perspective, log)
     rows, batches = engine.run()

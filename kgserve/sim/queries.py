@@ -30,16 +30,42 @@ AVOID_SHAPE = "Must be a list of dicts with subfields 'player', 'moves', 'untilD
 PRIORITY_LIMIT = 0x3FFFFFFFFFFFFFFF
 EXPECTED_KEYS = frozenset(
     {
-        "id", "moves", "initialStones", "initialPlayer", "rules", "komi", "whiteHandicapBonus", "boardXSize",
-        "boardYSize", "analyzeTurns", "priorities", "priority", "maxVisits", "analysisPVLen", "rootFpuReductionMax",
-        "rootPolicyTemperature", "includeOwnership", "includeOwnershipStdev", "includeMovesOwnership",
-        "includeMovesOwnershipStdev", "includePolicy", "includePVVisits", "reportDuringSearchEvery",
-        "firstReportDuringSearchAfter", "allowMoves", "avoidMoves", "overrideSettings",
+        "id",
+        "moves",
+        "initialStones",
+        "initialPlayer",
+        "rules",
+        "komi",
+        "whiteHandicapBonus",
+        "boardXSize",
+        "boardYSize",
+        "analyzeTurns",
+        "priorities",
+        "priority",
+        "maxVisits",
+        "analysisPVLen",
+        "rootFpuReductionMax",
+        "rootPolicyTemperature",
+        "includeOwnership",
+        "includeOwnershipStdev",
+        "includeMovesOwnership",
+        "includeMovesOwnershipStdev",
+        "includePolicy",
+        "includePVVisits",
+        "reportDuringSearchEvery",
+        "firstReportDuringSearchAfter",
+        "allowMoves",
+        "avoidMoves",
+        "overrideSettings",
     }
 )
 _BOOL_FIELDS = (
-    "includeMovesOwnership", "includeMovesOwnershipStdev", "includeOwnership", "includeOwnershipStdev",
-    "includePolicy", "includePVVisits",
+    "includeMovesOwnership",
+    "includeMovesOwnershipStdev",
+    "includeOwnership",
+    "includeOwnershipStdev",
+    "includePolicy",
+    "includePVVisits",
 )
 
 
@@ -194,7 +220,9 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
         should[-1] = True
     priorities: dict[int, int] = {}
     if "priorities" in body:
-        values = _get_int_list(body["priorities"], "priorities", "Must specify an array of integers indicating priorities")
+        values = _get_int_list(
+            body["priorities"], "priorities", "Must specify an array of integers indicating priorities"
+        )
         if "analyzeTurns" not in body:
             raise _Fail("priorities", "Can only specify when also specifying analyzeTurns")
         if len(values) != len(turns_list):
@@ -257,7 +285,9 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
     if "priority" in body:
         if "priorities" in body:
             raise _Fail("priority", "Cannot specify both priority and priorities")
-        priority = _integer(body, "priority", -PRIORITY_LIMIT, PRIORITY_LIMIT, "Must be a number between -2^62 and 2^62")
+        priority = _integer(
+            body, "priority", -PRIORITY_LIMIT, PRIORITY_LIMIT, "Must be a number between -2^62 and 2^62"
+        )
     allowed, avoided = _allow_avoid(body, xs, ys)
 
     board = Board(xs, ys)
@@ -279,8 +309,20 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
         if should[turn]:
             requests.append(
                 Request(
-                    caller_id, turn, board.copy(), next_player, rules, komi, max_visits, pv_len, flags,
-                    report_every, first_report, priorities.get(turn, priority), allowed, avoided,
+                    caller_id,
+                    turn,
+                    board.copy(),
+                    next_player,
+                    rules,
+                    komi,
+                    max_visits,
+                    pv_len,
+                    flags,
+                    report_every,
+                    first_report,
+                    priorities.get(turn, priority),
+                    allowed,
+                    avoided,
                 )
             )
         if turn == len(history):

@@ -133,11 +133,23 @@ def render_analysis(req: Request, visits: int, during: bool, seed: int, perspect
         wr = winrate_of(lead)
         util = (2.0 * wr - 1.0) + 0.05 * lead / score_scale
         info: dict[str, Any] = {
-            "edgeVisits": v, "edgeWeight": float(v), "lcb": wr - 0.08 / math.sqrt(v), "move": _name(loc, xs, ys),
-            "order": rank, "playSelectionValue": float(v), "prior": priors[i], "pv": [],
-            "scoreLead": lead, "scoreMean": lead, "scoreSelfplay": lead * 1.05 + noise.gauss(0.0, 0.2),
-            "scoreStdev": score_scale + noise.gauss(0.0, 0.5), "utility": util,
-            "utilityLcb": util - 0.3 / math.sqrt(v), "visits": v, "weight": float(v), "winrate": wr,
+            "edgeVisits": v,
+            "edgeWeight": float(v),
+            "lcb": wr - 0.08 / math.sqrt(v),
+            "move": _name(loc, xs, ys),
+            "order": rank,
+            "playSelectionValue": float(v),
+            "prior": priors[i],
+            "pv": [],
+            "scoreLead": lead,
+            "scoreMean": lead,
+            "scoreSelfplay": lead * 1.05 + noise.gauss(0.0, 0.2),
+            "scoreStdev": score_scale + noise.gauss(0.0, 0.5),
+            "utility": util,
+            "utilityLcb": util - 0.3 / math.sqrt(v),
+            "visits": v,
+            "weight": float(v),
+            "winrate": wr,
         }
         pv, pv_visits = _pv(loc, v, req.pv_len, empties, noise, xs, ys)
         info["pv"] = pv
@@ -150,16 +162,30 @@ def render_analysis(req: Request, visits: int, during: bool, seed: int, perspect
     util_root = (2.0 * root_wr - 1.0) + 0.05 * root_lead / score_scale
     raw_lead = root_lead + base.gauss(0.0, 0.4)
     root_info = {
-        "currentPlayer": "B" if to_move == BLACK else "W", "rawLead": raw_lead,
-        "rawNoResultProb": base.uniform(1e-6, 3e-4), "rawScoreSelfplay": raw_lead * 1.02,
-        "rawScoreSelfplayStdev": score_scale * 1.02, "rawStScoreError": -1.0, "rawStWrError": -0.5,
-        "rawVarTimeLeft": -1.0, "rawWinrate": winrate_of(raw_lead), "scoreLead": root_lead,
-        "scoreSelfplay": root_lead * 1.05, "scoreStdev": score_scale, "symHash": board.hash_hex(to_move, b"sym"),
-        "thisHash": board.hash_hex(to_move), "utility": util_root, "visits": visits, "weight": F64(visits),
+        "currentPlayer": "B" if to_move == BLACK else "W",
+        "rawLead": raw_lead,
+        "rawNoResultProb": base.uniform(1e-6, 3e-4),
+        "rawScoreSelfplay": raw_lead * 1.02,
+        "rawScoreSelfplayStdev": score_scale * 1.02,
+        "rawStScoreError": -1.0,
+        "rawStWrError": -0.5,
+        "rawVarTimeLeft": -1.0,
+        "rawWinrate": winrate_of(raw_lead),
+        "scoreLead": root_lead,
+        "scoreSelfplay": root_lead * 1.05,
+        "scoreStdev": score_scale,
+        "symHash": board.hash_hex(to_move, b"sym"),
+        "thisHash": board.hash_hex(to_move),
+        "utility": util_root,
+        "visits": visits,
+        "weight": F64(visits),
         "winrate": root_wr,
     }
     result: dict[str, Any] = {
-        "id": req.id, "isDuringSearch": during, "moveInfos": move_infos, "rootInfo": root_info,
+        "id": req.id,
+        "isDuringSearch": during,
+        "moveInfos": move_infos,
+        "rootInfo": root_info,
         "turnNumber": req.turn,
     }
     if req.flags["includeOwnership"]:
@@ -202,7 +228,9 @@ def _allocate(total: int, priors: list[float]) -> list[int]:
     return alloc
 
 
-def _pv(first: int, v: int, pv_len: int, empties: list[int], rng: random.Random, xs: int, ys: int) -> tuple[list[str], list[int]]:
+def _pv(
+    first: int, v: int, pv_len: int, empties: list[int], rng: random.Random, xs: int, ys: int
+) -> tuple[list[str], list[int]]:
     locs, counts = [first], [v]
     remaining = v
     while len(locs) < pv_len and len(locs) < len(empties):

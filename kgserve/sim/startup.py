@@ -12,7 +12,7 @@ from pathlib import Path
 from kgserve.sim.cfgfile import CfgError, SimCfg
 from kgserve.sim.throughput import DEVICE_MEMORY_GB, SimParams, device_memory_gb
 
-__all__ = ["VERSION", "Knobs", "Log", "abort", "check_model", "check_memory", "model_names"]
+__all__ = ["VERSION", "Knobs", "Log", "abort", "check_memory", "check_model", "model_names"]
 
 VERSION = "1.17.2-sim"
 GIT_HASH = "simulated"
