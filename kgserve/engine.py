@@ -33,12 +33,13 @@ import signal
 import time
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from kgserve.procutil import child_preexec, signal_group
 from kgserve.protocol import Query, encode_query, line_kind, locate_id, restore_id
+from kgserve.querystream import AbortTimeout, EngineDied, EngineError, EngineStartupError, QueryStream
 
 __all__ = [
     "READY_TEXT",
@@ -59,28 +60,6 @@ EngineState = Literal["new", "starting", "ready", "stopping", "exited"]
 _ids = itertools.count(1)  # process-wide: an internal id is never reused, not even across restarts
 
 
-class EngineError(Exception):
-    """Base of the engine errors."""
-
-
-class EngineStartupError(EngineError):
-    def __init__(self, message: str, *, exit_code: int | None = None, stderr_tail: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.stderr_tail = list(stderr_tail or [])
-
-
-class EngineDied(EngineError):
-    def __init__(self, message: str, *, exit_code: int | None = None, stderr_tail: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.stderr_tail = list(stderr_tail or [])
-
-
-class AbortTimeout(EngineError):
-    """The engine did not answer a terminate in time; the query is given up."""
-
-
 @dataclass(frozen=True)
 class EngineSpec:
     argv: list[str]
@@ -92,67 +71,6 @@ class EngineSpec:
     default_visits: int = 500  # cost of a query without an integer maxVisits (the cfg's maxVisits)
     abort_timeout_s: float = 15.0
     action_timeout_s: float = 30.0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-_END = object()
-
-
-class QueryStream:
-    """Async iterator over one query's response lines (bytes, no newline, caller id restored)."""
-
-    def __init__(self, engine: Engine, query: Query, internal_id: str, visits_per_turn: int) -> None:
-        self.engine = engine
-        self.query = query
-        self.internal_id = internal_id
-        self.visits_per_turn = visits_per_turn
-        self.finals_left = max(1, query.expected_finals)
-        self.caller_id_json = query.caller_id_json
-        self.aborted = False
-        self.done = False
-        self.error: BaseException | None = None
-        self.submitted_at = time.monotonic()
-        self._items: asyncio.Queue[Any] = asyncio.Queue()
-        self._abort_timer: asyncio.TimerHandle | None = None
-
-    @property
-    def caller_id(self) -> str:
-        return self.query.caller_id
-
-    @property
-    def outstanding_visits(self) -> int:
-        return 0 if self.done else self.visits_per_turn * self.finals_left
-
-    def __aiter__(self) -> QueryStream:
-        return self
-
-    async def __anext__(self) -> bytes:
-        item = await self._items.get()
-        if item is _END:
-            self._items.put_nowait(_END)  # iterating again ends again
-            raise StopAsyncIteration
-        if isinstance(item, BaseException):
-            self._items.put_nowait(item)
-            raise item
-        line: bytes = item
-        return line
-
-    async def collect(self) -> list[bytes]:
-        """All remaining lines (raises like iteration does)."""
-        return [line async for line in self]
-
-    def _push(self, line: bytes) -> None:
-        self._items.put_nowait(line)
-
-    def _settle(self, error: BaseException | None) -> None:
-        if self.done:
-            return
-        self.done = True
-        self.error = error
-        if self._abort_timer is not None:
-            self._abort_timer.cancel()
-            self._abort_timer = None
-        self._items.put_nowait(error if error is not None else _END)
 
 
 class Engine:
@@ -428,7 +346,7 @@ class Engine:
                     return
                 stdin.write(data)
                 await stdin.drain()
-        except (BrokenPipeError, ConnectionResetError) as exc:
+        except (OSError, RuntimeError) as exc:  # the process is gone: _watch settles everything
             log.warning("%s: cannot write to the engine: %s", self.label, exc)
 
     async def _watch(self) -> None:
@@ -436,7 +354,7 @@ class Engine:
         code = await self._proc.wait()
         for task in (self._stdout_done, self._stderr_done):  # lines written before the exit still count
             if task is not None:
-                with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                with contextlib.suppress(Exception):  # TimeoutError: a grandchild still holds the pipe
                     await asyncio.wait_for(asyncio.shield(task), 2.0)
         self.returncode = code
         self.state = "exited"
