@@ -6,6 +6,7 @@ kgserve.analysis for what the client gets).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,12 +23,13 @@ from kgserve.limits import (
     deadline_seconds,
     read_limited,
 )
-from kgserve.protocol import Query, classify_line, split_body
+from kgserve.protocol import Query, Rejected, classify_line, error_line, split_body
 from kgserve.settings import Settings
 
 __all__ = ["RETRY_AFTER_S", "ServeContext", "handle_analysis"]
 
 RETRY_AFTER_S = 1
+log = logging.getLogger("kgserve.intake")
 
 
 @dataclass
@@ -45,6 +47,16 @@ def _note(request: Request, **values: Any) -> None:
     extra = getattr(request.state, "log_extra", None) or {}
     extra.update(values)
     request.state.log_extra = extra
+
+
+def _classify(line: bytes) -> Query | Rejected:
+    """protocol.classify_line, but a line it cannot handle is refused instead of failing the request."""
+    try:
+        return classify_line(line)
+    except Exception as exc:  # e.g. RecursionError on pathological nesting: never a 500
+        log.warning("cannot classify a request line of %d bytes: %s: %s", len(line), type(exc).__name__, exc)
+        preview = line[:80].decode("utf-8", errors="replace")
+        return Rejected(error_line(f"kgserve: cannot parse this request line ({type(exc).__name__}): {preview}"))
 
 
 async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
@@ -70,7 +82,7 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
     rejections: list[bytes] = []
     clamped: list[str] = []
     for line in lines:
-        item = classify_line(line)
+        item = _classify(line)
         checked = check_query(item, limits) if isinstance(item, Query) else item
         if isinstance(checked, CheckedQuery):
             queries.append(checked.query)

@@ -196,7 +196,7 @@ def write_config(directory: Path, *, backend: str = "sim", **sections: dict[str,
     return path
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def config_writer() -> Callable[..., Path]:
     return write_config
 
@@ -280,7 +280,10 @@ class KgserveProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+        self.proc.wait(10)
         self._thread.join(5)
+        if self.proc.stderr is not None:
+            self.proc.stderr.close()
 
 
 def gone(pid: int) -> bool:
@@ -293,11 +296,11 @@ def gone(pid: int) -> bool:
         return True
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def kgserve_process() -> Callable[..., KgserveProcess]:
     return KgserveProcess
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def process_gone() -> Callable[[int], bool]:
     return gone

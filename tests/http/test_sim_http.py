@@ -1,0 +1,162 @@
+"""POST /analysis end to end: `python -m kgserve --backend sim` in a subprocess, real HTTP on 127.0.0.1.
+
+The acceptance checks of the kgserve issue: the lategame sample, every line of protocol/errors.in.jsonl
+posted alone, 1,000 concurrent requests with colliding ids; plus deadline, metrics and readiness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+REFERENCE = REPO / "tests" / "data" / "katago-reference"
+ERRORS_IN = (REFERENCE / "protocol" / "errors.in.jsonl").read_bytes().splitlines()
+ERRORS_OUT = (REFERENCE / "protocol" / "errors.out.jsonl").read_bytes().splitlines()
+ACTION_REFUSAL = b'{"error":"kgserve accepts analysis queries only: the \'%s\' action is not available over HTTP",'
+UNKNOWN_FIELD = 7  # the query KataGo answers with a warning, then its result (the last line of errors.out)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve_process: Any) -> Iterator[Any]:
+    config = config_writer(
+        tmp_path_factory.mktemp("kgserve"),
+        limits={"max_inflight_queries": 4096, "max_visits": 1_000_000},
+    )
+    process = kgserve_process(config, {"KGSERVE_SIM_SPEED": "200"})
+    process.wait_listening()
+    process.wait_ready()
+    yield process
+    process.stop()
+
+
+def post(url: str, content: bytes, **headers: str) -> httpx.Response:
+    return httpx.post(url + "/analysis", content=content, headers=headers, timeout=60)
+
+
+def test_lategame_sample_gives_three_turns(server: Any) -> None:
+    sample = (REFERENCE / "samples" / "inputs" / "lategame_19x19.json").read_bytes()
+    response = post(server.url, sample)
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/x-ndjson"
+    lines = [json.loads(line) for line in response.content.splitlines()]
+    assert [line["id"] for line in lines] == ["lategame_19x19"] * 3
+    assert sorted(line["turnNumber"] for line in lines) == [200, 210, 220]
+    assert all(line["isDuringSearch"] is False for line in lines)
+
+
+@pytest.mark.parametrize("index", range(len(ERRORS_IN)))
+def test_each_error_line_posted_alone(server: Any, index: int) -> None:
+    response = post(server.url, ERRORS_IN[index])
+    got = response.content.splitlines()
+    request = ERRORS_IN[index]
+    if b'"action":"query_models"' in request or b'"action":"clear_cache"' in request:
+        # kgserve refuses the actions KataGo knows (documented): only analysis is exposed over HTTP
+        action = json.loads(request)["action"].encode()
+        assert response.status_code == 400
+        assert len(got) == 1 and got[0].startswith(ACTION_REFUSAL % action)
+        return
+    if index == UNKNOWN_FIELD:
+        assert response.status_code == 200
+        assert got[0] == ERRORS_OUT[index]
+        assert len(got) == 2 and json.loads(got[1])["isDuringSearch"] is False
+        assert json.loads(got[1])["id"] == "unknown_field"
+        return
+    assert response.status_code == 400, response.text
+    assert got == [ERRORS_OUT[index]]
+
+
+def test_request_id_metrics_and_readyz(server: Any) -> None:
+    response = post(server.url, ERRORS_IN[UNKNOWN_FIELD], **{"X-Request-ID": "req-42"})
+    assert response.headers["x-request-id"] == "req-42"
+    assert any("request id=req-42 POST /analysis status=200" in line for line in server.stderr)
+    readyz = httpx.get(server.url + "/readyz", timeout=10).json()
+    assert readyz["ready"] is True and readyz["backend"] == "sim" and readyz["simulated"] is True
+    assert "sim" in readyz["katago_version"]
+    assert readyz["engines"][0]["state"] == "ready" and readyz["engines"][0]["pid"] > 0
+    metrics = httpx.get(server.url + "/metrics", timeout=10).text
+    for name in (
+        'kgserve_requests_total{outcome="ok"}',
+        "kgserve_request_latency_seconds_bucket",
+        "kgserve_inflight_queries",
+        'kgserve_engine_up{engine="0"} 1.0',
+        'kgserve_engine_restarts_total{engine="0"}',
+        'kgserve_engine_outstanding_visits{engine="0"}',
+    ):
+        assert name in metrics
+
+
+def test_deadline_returns_what_katago_returns(server: Any) -> None:
+    query = {
+        "id": "slow",
+        "moves": [],
+        "rules": "chinese",
+        "komi": 7.5,
+        "boardXSize": 19,
+        "boardYSize": 19,
+        "maxVisits": 1_000_000,
+    }
+    response = post(server.url, json.dumps(query).encode(), **{"X-Deadline-Ms": "300"})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-deadline-exceeded"] == "true"
+    (line,) = [json.loads(raw) for raw in response.content.splitlines()]
+    assert line["id"] == "slow" and line["isDuringSearch"] is False
+    assert response.elapsed.total_seconds() < 10
+
+
+def _grid_moves(count: int) -> list[list[str]]:
+    """Legal moves that never touch: every other point of a 19x19 board, alternating colours."""
+    columns = "ABCDEFGHJKLMNOPQRST"
+    points = [f"{columns[x]}{y + 1}" for y in range(0, 19, 2) for x in range(0, 19, 2)]
+    return [["B" if i % 2 == 0 else "W", points[i]] for i in range(count)]
+
+
+MOVES = _grid_moves(70)
+
+
+def _concurrent_query(k: int) -> tuple[str, tuple[int, int], bytes]:
+    caller_id = "shared" if k % 2 == 0 else f"own-{k}"
+    turns = (k % 25, 25 + k // 25)  # unique per request among the 1,000
+    query = {
+        "id": caller_id,
+        "moves": MOVES,
+        "rules": "chinese",
+        "komi": 7.5,
+        "boardXSize": 19,
+        "boardYSize": 19,
+        "maxVisits": 8,
+        "analyzeTurns": list(turns),
+    }
+    return caller_id, turns, json.dumps(query).encode()
+
+
+@pytest.mark.slow
+def test_thousand_concurrent_requests_each_get_their_own(server: Any) -> None:
+    import aiohttp
+
+    requests = [_concurrent_query(k) for k in range(1000)]
+    assert len({turns for _, turns, _ in requests}) == 1000
+
+    async def run() -> list[tuple[int, bytes]]:
+        connector = aiohttp.TCPConnector(limit=1000)
+        timeout = aiohttp.ClientTimeout(total=300)
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
+
+            async def one(body: bytes) -> tuple[int, bytes]:
+                async with session.post(server.url + "/analysis", data=body) as response:
+                    return response.status, await response.read()
+
+            return await asyncio.gather(*(one(body) for _, _, body in requests))
+
+    results = asyncio.run(run())
+    for (caller_id, turns, _), (status, body) in zip(requests, results, strict=True):
+        assert status == 200, body[:300]
+        lines = [json.loads(line) for line in body.splitlines()]
+        assert [line["id"] for line in lines] == [caller_id, caller_id], body[:300]
+        assert sorted(line["turnNumber"] for line in lines) == sorted(turns)
