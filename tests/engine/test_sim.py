@@ -1,0 +1,169 @@
+"""Engine and pool against the real simulated engine (`python -m kgserve.sim analysis ...`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from kgserve.engine import READY_TEXT, EngineDied
+from kgserve.pool import EnginePool
+from kgserve.procutil import pid_alive
+from kgserve.protocol import Query, classify_line, line_kind, locate_id
+
+from .conftest import REFERENCE, make_query, pool_settings
+
+SIM_ENV = {
+    **{key: value for key, value in os.environ.items() if not key.startswith("KGSERVE_SIM")},
+    "KGSERVE_SIM_SPEED": "100",
+    "KGSERVE_SIM_DEVICE": "private",
+    "KGSERVE_SIM_SEED": "1",
+}
+SLOW = {"moves": [["B", "Q4"]], "rules": "chinese", "komi": 7.5, "boardXSize": 19, "boardYSize": 19}
+
+
+@pytest.fixture
+async def sim_pool() -> AsyncIterator[EnginePool]:
+    pool = EnginePool(pool_settings(1), env=SIM_ENV)
+    await pool.start()
+    try:
+        await pool.wait_ready(60)
+        yield pool
+    finally:
+        await asyncio.wait_for(pool.close(5), 60)
+
+
+def kinds(lines: list[bytes]) -> list[str]:
+    out = []
+    for line in lines:
+        span = locate_id(line)
+        out.append(line_kind(line, span[1]) if span else "no-id")
+    return out
+
+
+async def test_status_of_a_simulated_engine(sim_pool: EnginePool) -> None:
+    status = sim_pool.status()
+    assert status["ready"] and status["simulated"]
+    assert "sim" in status["katago_version"]
+    assert status["model"] == "kgsim-b40c768.bin.gz"
+    (engine,) = status["engines"]
+    assert engine["state"] == "ready" and pid_alive(engine["pid"]) and engine["start_s"] > 0
+    assert any(READY_TEXT in line for line in engine["last_stderr"])
+
+
+async def test_reference_samples(sim_pool: EnginePool) -> None:
+    inputs = sorted((REFERENCE / "samples" / "inputs").glob("*.json"))
+    queries = [make_query(path.read_text()) for path in inputs]
+    streams = [sim_pool.submit(query) for query in queries]
+    for query, stream in zip(queries, streams, strict=True):
+        lines = await asyncio.wait_for(stream.collect(), 60)
+        assert kinds(lines) == ["final"] * query.expected_finals
+        docs = [json.loads(line) for line in lines]
+        assert {doc["id"] for doc in docs} == {query.caller_id}
+        turns = query.body.get("analyzeTurns")
+        if turns:
+            assert sorted(doc["turnNumber"] for doc in docs) == sorted(turns)
+    assert sim_pool.status()["engines"][0]["outstanding_visits"] == 0
+
+
+async def test_engine_error_and_warning_lines_are_katagos(sim_pool: EnginePool) -> None:
+    expected: dict[str, list[bytes]] = {}
+    for line in (REFERENCE / "protocol" / "errors.out.jsonl").read_bytes().splitlines():
+        doc = json.loads(line)
+        if "id" in doc and "action" not in doc:
+            expected.setdefault(doc["id"], []).append(line)
+    queries = [
+        item
+        for raw in (REFERENCE / "protocol" / "errors.in.jsonl").read_bytes().splitlines()
+        if isinstance(item := classify_line(raw), Query)
+    ]
+    assert len(queries) == 9
+    streams = [sim_pool.submit(query) for query in queries]
+    for query, stream in zip(queries, streams, strict=True):
+        lines = await asyncio.wait_for(stream.collect(), 60)
+        want = expected[query.caller_id]
+        if query.caller_id == "unknown_field":
+            assert lines[0] == want[0] and kinds(lines) == ["warning", "final"]
+        else:
+            assert lines == want, query.caller_id
+
+
+async def test_same_id_concurrent_queries_stay_apart(sim_pool: EnginePool) -> None:
+    moves = [["B", "Q4"], ["W", "D4"], ["B", "Q16"], ["W", "D16"], ["B", "C3"], ["W", "R17"]]
+    turn_sets = [sorted({(i + k * 3) % 7 for k in range(1 + i % 3)}) for i in range(40)]
+    streams = [
+        sim_pool.submit(make_query({**SLOW, "id": "dup", "moves": moves, "maxVisits": 20 + i, "analyzeTurns": turns}))
+        for i, turns in enumerate(turn_sets)
+    ]
+    results = await asyncio.wait_for(asyncio.gather(*(stream.collect() for stream in streams)), 120)
+    for turns, lines in zip(turn_sets, results, strict=True):
+        docs = [json.loads(line) for line in lines]
+        assert {doc["id"] for doc in docs} == {"dup"}
+        assert sorted(doc["turnNumber"] for doc in docs) == turns
+
+
+async def test_during_search_then_one_final(sim_pool: EnginePool) -> None:
+    body = json.loads((REFERENCE / "protocol" / "during_search.in.jsonl").read_text())
+    lines = await asyncio.wait_for(sim_pool.submit(make_query(body)).collect(), 60)
+    assert kinds(lines)[-1] == "final" and set(kinds(lines)[:-1]) <= {"partial"}
+
+
+async def test_abort_returns_the_partial_result(sim_pool: EnginePool) -> None:
+    stream = sim_pool.submit(make_query({**SLOW, "id": "long", "maxVisits": 10_000_000}))
+    await asyncio.sleep(0.3)
+    began = time.monotonic()
+    sim_pool.abort(stream)
+    lines = await asyncio.wait_for(stream.collect(), 30)
+    assert kinds(lines)[-1] == "final" and json.loads(lines[-1])["id"] == "long"
+    assert time.monotonic() - began < 5
+
+
+async def test_sigkill_then_restart(sim_pool: EnginePool) -> None:
+    streams = [sim_pool.submit(make_query({**SLOW, "id": f"q{i}", "maxVisits": 10_000_000})) for i in range(3)]
+    pid = sim_pool.status()["engines"][0]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    for stream in streams:
+        with pytest.raises(EngineDied):
+            await asyncio.wait_for(stream.collect(), 10)
+    await sim_pool.wait_ready(60)
+    engine = sim_pool.status()["engines"][0]
+    assert engine["restarts"] == 1 and engine["pid"] != pid
+    lines = await asyncio.wait_for(sim_pool.submit(make_query({**SLOW, "id": "after", "maxVisits": 5})).collect(), 30)
+    assert kinds(lines) == ["final"]
+
+
+async def test_close_terminates_running_queries() -> None:
+    pool = EnginePool(pool_settings(2), env=SIM_ENV)
+    await pool.start()
+    await pool.wait_ready(60)
+    pids = [engine["pid"] for engine in pool.status()["engines"]]
+    streams = [pool.submit(make_query({**SLOW, "id": f"q{i}", "maxVisits": 10_000_000})) for i in range(4)]
+    await asyncio.sleep(0.2)
+    await asyncio.wait_for(pool.close(10), 60)
+    for stream in streams:  # terminate_all: each got KataGo's final (partial) line, not EngineDied
+        lines = await asyncio.wait_for(stream.collect(), 1)
+        assert kinds(lines)[-1] == "final"
+    assert not any(pid_alive(pid) for pid in pids)
+
+
+async def test_missing_model_crash_loop(tmp_path: Path) -> None:
+    settings = pool_settings(1, restart_backoff_initial_s=0.3, restart_backoff_max_s=0.6)
+    sim = settings.engine.backends["sim"].model_copy(update={"model": tmp_path / "missing.bin.gz"})
+    engine = settings.engine.model_copy(update={"backends": {**settings.engine.backends, "sim": sim}})
+    pool = EnginePool(settings.model_copy(update={"engine": engine}), env=SIM_ENV)
+    await pool.start()
+    try:
+        await asyncio.sleep(2.5)
+        status = pool.status()
+        slot = status["engines"][0]
+        assert not status["ready"] and "134" in status["reason"]
+        assert 1 <= slot["restarts"] <= 6
+        assert any("missing.bin.gz" in line for line in slot["last_stderr"])
+    finally:
+        await asyncio.wait_for(pool.close(1), 30)
