@@ -1,0 +1,125 @@
+"""Real sweeps on the simulated engine: `python -m kgbench -m backend=sim ...` in a subprocess, a tmp MLflow store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
+
+from kgbench.__main__ import CONF_DIR, rewrite_overrides
+from kgbench.render import render_cfg
+from kgserve.sim.throughput import predict_throughput
+
+from .test_kgbench_cli import client_for, run_kgbench, runs_by_role
+
+pytestmark = pytest.mark.slow
+
+
+def artifact_paths(client: MlflowClient, run_id: str, path: str | None = None) -> set[str]:
+    out: set[str] = set()
+    for item in client.list_artifacts(run_id, path):
+        out |= artifact_paths(client, run_id, item.path) if item.is_dir else {item.path}
+    return out
+
+
+def test_two_job_sim_sweep_is_tracked_under_one_parent(tmp_path: Path) -> None:
+    code, out = run_kgbench(
+        tmp_path, "-m", "backend=sim", "nnMaxBatchSize=8,32", "load=smoke", env={"KGSERVE_SIM_SPEED": "20"}
+    )
+    assert code == 0, out
+    assert "Traceback" not in out
+    assert "kgbench sweep: 2 job(s), sorted by req/s" in out
+    client = client_for(tmp_path)
+    (parent,) = runs_by_role(client, "sweep")
+    assert parent.info.status == "FINISHED"
+    assert {"summary.txt", "summary.csv"} <= artifact_paths(client, parent.info.run_id)
+    children = runs_by_role(client, "job")
+    assert len(children) == 2
+    assert {run.data.params["katago.nnMaxBatchSize"] for run in children} == {"8", "32"}
+    for run in children:
+        data = run.data
+        assert run.info.status == "FINISHED", data.tags.get("kgbench.failure_reason")
+        assert data.tags["mlflow.parentRunId"] == parent.info.run_id
+        assert data.tags["kgbench.sweep_id"] == parent.data.tags["kgbench.sweep_id"]
+        assert data.tags["kgbench.status"] == "ok"
+        assert data.tags["simulated"] == "true" and "sim" in data.tags["katago_version"]
+        assert data.tags["model_file"] == "kgsim-b40c768.bin.gz" and len(data.tags["model_sha256"]) == 64
+        assert data.tags["transport"] == "http" and data.tags["mode"] == "load" and data.tags["backend"] == "sim"
+        assert data.tags["hydra_overrides"].startswith("backend=sim nnMaxBatchSize=")
+        for key in ("git_commit", "host", "gpu_name", "kgbench.unstable", "kgbench.invalid"):
+            assert key in data.tags
+        for key in (
+            "backend",
+            "engines",
+            "transport",
+            "katago.numAnalysisThreads",
+            "katago.homeDataDir",
+            "load.max_visits",
+        ):
+            assert key in data.params
+        assert data.params["load.concurrency"] == "4,16"
+        for key in ("req_per_s", "visits_per_s", "p50_ms", "p90_ms", "p99_ms", "max_ms", "error_rate", "timeouts"):
+            assert key in data.metrics, key
+        assert data.metrics["req_per_s"] > 0 and data.metrics["error_rate"] == 0
+        assert data.metrics["nn_avg_batch_size"] >= 1 and data.metrics["nn_rows"] > 0
+        assert data.metrics["engine_start_s"] > 0
+        assert "gpu_util_mean" not in data.metrics  # no GPU here: absent, not zero
+        steps = [m.step for m in client.get_metric_history(run.info.run_id, "level_req_per_s")]
+        assert sorted(steps) == [4, 16]
+        artifacts = artifact_paths(client, run.info.run_id)
+        assert {"katago.cfg", "hydra_config.yaml", "requests.csv", "kgserve_stderr.log"} <= artifacts
+        assert {"plots/throughput_vs_concurrency.png", "plots/latency_cdf.png"} <= artifacts
+
+
+def test_http_and_direct_transport_give_the_overhead(tmp_path: Path) -> None:
+    code, out = run_kgbench(
+        tmp_path,
+        "-m",
+        "backend=sim",
+        "transport=http,direct",
+        "load=smoke",
+        "load.concurrency=[8]",
+        env={"KGSERVE_SIM_SPEED": "20"},
+    )
+    assert code == 0, out
+    runs = {run.data.params["transport"]: run for run in runs_by_role(client_for(tmp_path), "job")}
+    assert set(runs) == {"http", "direct"}
+    assert all(run.info.status == "FINISHED" for run in runs.values())
+    http, direct = runs["http"].data.metrics, runs["direct"].data.metrics
+    assert http["overhead"] == pytest.approx(1 - http["req_per_s"] / direct["req_per_s"])
+    assert "overhead" not in direct
+    assert direct["nn_rows"] > 0 and direct["engine_start_s"] > 0
+
+
+def test_small_grid_finds_the_sims_optimum(tmp_path: Path) -> None:
+    """nnMaxBatchSize 2 starves the device, 1024 pays for kernels sized for huge batches: 32 is best."""
+    fixed = ["numAnalysisThreads=16", "numSearchThreadsPerAnalysisThread=2", "numNNServerThreadsPerModel=1"]
+    grid = [2, 32, 1024]
+    load = ["load=smoke", "load.concurrency=[16]", "load.max_visits=20"]
+    predicted = {}
+    for batch in grid:
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose(
+                "config", overrides=rewrite_overrides(["backend=sim", *fixed, f"nnMaxBatchSize={batch}", *load])
+            )
+        predicted[batch] = predict_throughput(render_cfg(cfg).keys, 20, 16)
+    best = max(predicted, key=lambda b: predicted[b])
+    assert best == 32 and all(predicted[b] < 0.6 * predicted[best] for b in grid if b != best), predicted
+    code, out = run_kgbench(
+        tmp_path,
+        "-m",
+        "backend=sim",
+        *fixed,
+        f"nnMaxBatchSize={','.join(map(str, grid))}",
+        *load,
+        env={"KGSERVE_SIM_SPEED": "1"},
+    )
+    assert code == 0, out
+    runs = runs_by_role(client_for(tmp_path), "job")
+    measured = {int(run.data.params["katago.nnMaxBatchSize"]): run.data.metrics["req_per_s"] for run in runs}
+    assert set(measured) == set(grid)
+    assert max(measured, key=lambda b: measured[b]) == best, (measured, predicted)
+    lines = out[out.index("kgbench sweep: 3 job(s)") :].splitlines()
+    assert "nnMaxBatchSize=32" in lines[2]  # the table's first row is the best job
