@@ -40,7 +40,7 @@ async def sim_pool() -> AsyncIterator[EnginePool]:
 
 
 def kinds(lines: list[bytes]) -> list[str]:
-    out = []
+    out: list[str] = []
     for line in lines:
         span = locate_id(line)
         out.append(line_kind(line, span[1]) if span else "no-id")
