@@ -35,6 +35,7 @@ from starlette.types import Receive, Scope, Send
 
 from kgserve.limits import Admission
 from kgserve.protocol import Query, Rejected, dump_compact, error_line, line_kind, locate_id
+from kgserve.querystream import EngineDied
 
 __all__ = [
     "NDJSON",
@@ -66,7 +67,7 @@ def is_analysis_line(line: bytes) -> bool:
 
 def _failure_text(exc: Exception) -> str:
     """The error line text for a query whose stream failed (EngineDied and friends)."""
-    if type(exc).__name__ == "EngineDied":
+    if isinstance(exc, EngineDied):
         return f"engine died before finishing this query ({exc})"
     return f"kgserve: this query failed: {type(exc).__name__}: {exc}"
 

@@ -21,6 +21,7 @@ import uvicorn
 
 from kgserve.cli import bind_socket
 from kgserve.protocol import Query
+from kgserve.querystream import EngineDied
 from kgserve.settings import Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -72,10 +73,6 @@ def _no_signals() -> Any:
 @pytest.fixture
 def serve() -> Callable[[Any], Any]:
     return serving
-
-
-class EngineDied(Exception):
-    pass
 
 
 class ScriptedStream:

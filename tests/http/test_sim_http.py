@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -160,3 +161,38 @@ def test_thousand_concurrent_requests_each_get_their_own(server: Any) -> None:
         lines = [json.loads(line) for line in body.splitlines()]
         assert [line["id"] for line in lines] == [caller_id, caller_id], body[:300]
         assert sorted(line["turnNumber"] for line in lines) == sorted(turns)
+
+
+def test_partial_lines_stream_as_they_are_produced(server: Any) -> None:
+    query = {
+        "id": "live",
+        "moves": [],
+        "rules": "chinese",
+        "komi": 7.5,
+        "boardXSize": 19,
+        "boardYSize": 19,
+        "maxVisits": 100_000,
+        "reportDuringSearchEvery": 1.0,
+    }
+    arrivals: list[tuple[float, dict[str, Any]]] = []
+    with httpx.stream("POST", server.url + "/analysis", content=json.dumps(query).encode(), timeout=60) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line:
+                arrivals.append((time.monotonic(), json.loads(line)))
+    kinds = [line["isDuringSearch"] for _, line in arrivals]
+    assert kinds[-1] is False and kinds.count(False) == 1 and kinds.count(True) >= 2, kinds
+    assert all(line["id"] == "live" for _, line in arrivals)
+    assert arrivals[-1][0] - arrivals[0][0] > 0.2, "partial lines arrived together with the final one"
+
+
+def test_several_queries_in_one_body_keep_their_ids(server: Any) -> None:
+    base = {"moves": [["B", "Q16"]], "rules": "chinese", "komi": 7.5, "boardXSize": 19, "boardYSize": 19}
+    body = b"\n".join(
+        json.dumps({"id": caller_id, "maxVisits": visits, **base}).encode()
+        for caller_id, visits in (("a", 400), ("b", 20), ("a", 30))
+    )
+    response = post(server.url, body)
+    assert response.status_code == 200
+    ids = [json.loads(line)["id"] for line in response.content.splitlines()]
+    assert sorted(ids) == ["a", "a", "b"]
