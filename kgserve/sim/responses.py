@@ -1,8 +1,9 @@
 """Fake but plausible analysis responses with KataGo's keys, shapes and number formatting.
 
 Numbers are deterministic for (KGSERVE_SIM_SEED, position, visits). Serialisation copies nlohmann's `dump()`:
-compact, keys sorted, UTF-8 kept, floats printed as the shortest text that round-trips a 32-bit float
-(KataGo stores most outputs as float, e.g. 0.503043974 or 13.0); values marked `F64` are doubles.
+compact, keys sorted, UTF-8 kept, floats rounded to 9 significant digits and printed in their
+shortest form (as in KataGo's output: 0.503043974, 0.2668778, 13.0, 9.26418652e-05); values marked `F64` are
+doubles printed in full (rootInfo weight, e.g. 380.8499762846865).
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ import math
 import random
 import zlib
 from typing import Any
-
-import numpy as np
 
 from kgserve.sim.queries import Request
 from kgserve.sim.rules import BLACK, EMPTY, PASS, WHITE, loc_to_str
@@ -28,8 +27,7 @@ class F64(float):
 def _float_text(value: float) -> str:
     if isinstance(value, F64):
         return repr(float(value))
-    text = str(np.float32(value))
-    return text if ("." in text or "e" in text or "n" in text) else text + ".0"
+    return repr(float(f"{value:.9g}"))
 
 
 _KEYS: dict[str, str] = {}
