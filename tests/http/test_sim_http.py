@@ -171,8 +171,8 @@ def test_partial_lines_stream_as_they_are_produced(server: Any) -> None:
         "komi": 7.5,
         "boardXSize": 19,
         "boardYSize": 19,
-        "maxVisits": 100_000,
-        "reportDuringSearchEvery": 1.0,
+        "maxVisits": 30_000,
+        "reportDuringSearchEvery": 0.5,
     }
     arrivals: list[tuple[float, dict[str, Any]]] = []
     with httpx.stream("POST", server.url + "/analysis", content=json.dumps(query).encode(), timeout=60) as response:
