@@ -63,7 +63,8 @@ def sweep_table(runs: list[Run]) -> pd.DataFrame:
         rows.append(row)
     columns = ["job", "status", *[c for c, _ in COLUMNS], "flags", "reason", "run_id", "_start"]
     frame = pd.DataFrame(rows, columns=columns).sort_values("_start", kind="stable")
-    frame = frame.sort_values("req/s", ascending=False, na_position="last", kind="stable")
+    # mode=engine jobs have no req/s: they sort by visits/s after the load jobs
+    frame = frame.sort_values(["req/s", "visits/s"], ascending=False, na_position="last", kind="stable")
     return frame.drop(columns=["_start"]).reset_index(drop=True)
 
 

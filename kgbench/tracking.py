@@ -56,7 +56,9 @@ def make_client() -> MlflowClient:
 
 
 def ensure_experiment(client: MlflowClient, name: str) -> str:
-    """The experiment's id, creating it (artifacts under mlruns/<name>) when it does not exist yet."""
+    """The experiment's id, creating it (artifacts under mlruns/<name>) when it does not exist yet.
+    The folder is named after the experiment, never its numeric id: `mlflow ui` falls back to the old file
+    store when mlruns/ holds a numeric folder with a meta.yaml, and must keep reading mlflow.db."""
     experiment = client.get_experiment_by_name(name)
     if experiment is not None:
         return str(experiment.experiment_id)

@@ -123,3 +123,27 @@ def test_small_grid_finds_the_sims_optimum(tmp_path: Path) -> None:
     assert max(measured, key=lambda b: measured[b]) == best, (measured, predicted)
     lines = out[out.index("kgbench sweep: 3 job(s)") :].splitlines()
     assert "nnMaxBatchSize=32" in lines[2]  # the table's first row is the best job
+
+
+def test_engine_mode_records_the_benchmark_per_thread_count(tmp_path: Path) -> None:
+    code, out = run_kgbench(
+        tmp_path,
+        "-m",
+        "backend=sim",
+        "mode=engine",
+        "engine_bench.threads=[1,2,4]",
+        "engine_bench.visits=50",
+        "engine_bench.positions=2",
+        env={"KGSERVE_SIM_SPEED": "20"},
+    )
+    assert code == 0, out
+    client = client_for(tmp_path)
+    (run,) = runs_by_role(client, "job")
+    assert run.info.status == "FINISHED", run.data.tags.get("kgbench.failure_reason")
+    assert run.data.tags["mode"] == "engine" and run.data.tags["simulated"] == "true"
+    assert run.data.tags["kgbench.recommended_threads"] in {"1", "2", "4"}
+    assert run.data.params["bench.visits"] == "50" and "katago.nnMaxBatchSize" in run.data.params
+    assert run.data.metrics["engine_start_s"] >= 0 and run.data.metrics["visits_per_s"] > 0
+    history = client.get_metric_history(run.info.run_id, "bench_visits_per_s")
+    assert sorted(m.step for m in history) == [1, 2, 4]
+    assert {"katago.cfg", "benchmark.cfg", "benchmark.stdout.log"} <= artifact_paths(client, run.info.run_id)
