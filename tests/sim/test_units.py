@@ -13,7 +13,6 @@ from kgserve.sim.queries import Defaults, Request, parse_query
 from kgserve.sim.responses import F64, dumps
 from kgserve.sim.rules import BLACK, EMPTY, WHITE, parse_loc, parse_rules
 
-
 SECONDS_ERROR = "Must be number of seconds from 0.001 to 1000000.0"
 
 
