@@ -1,0 +1,127 @@
+"""The job runner's pieces without a sweep: prepare (render + kgserve config), engine file checks, the sweep
+summary with the http/direct overhead, plots, exit status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig
+
+from kgbench import state, summary, tracking
+from kgbench.__main__ import CONF_DIR, rewrite_overrides
+from kgbench.job import check_engine_files, prepare
+from kgbench.kgserve_proc import JobFailure
+from kgbench.loadtypes import LevelSummary, RequestRecord
+from kgbench.plots import write_plots
+from kgbench.render import RenderError
+from kgserve.settings import load_settings
+
+
+def composed(*overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=rewrite_overrides(list(overrides)))
+
+
+def test_prepare_writes_the_cfg_and_a_job_local_kgserve_config(tmp_path: Path) -> None:
+    cfg = composed("backend=sim", "engines=3", "nnMaxBatchSize=16", "load.concurrency=[8,600]")
+    prepared = prepare(cfg, tmp_path / "job", "backend=sim engines=3")
+    assert prepared.cfg_path == (tmp_path / "job" / "katago.cfg").resolve()
+    text = prepared.cfg_path.read_text()
+    assert "nnMaxBatchSize = 16" in text and "# overrides: backend=sim engines=3" in text
+    settings = load_settings(prepared.kgserve_config)
+    assert settings.engine.backend == "sim" and settings.engine.processes == 3
+    assert settings.engine.cfg == prepared.cfg_path
+    assert settings.server.host == "127.0.0.1" and settings.server.port == 0
+    assert settings.server.auth_token_env is None
+    assert settings.limits.max_inflight_queries >= 1200
+    assert settings.engine.model_for("sim").is_absolute() and settings.engine.model_for("sim").is_file()
+    assert str(settings.engine.home_data_dir) == prepared.rendered.keys["homeDataDir"]
+    check_engine_files(prepared)  # the sim has everything it needs
+
+
+def test_missing_binary_names_the_path_and_suggests_sim(tmp_path: Path) -> None:
+    prepared = prepare(composed("backend=trt"), tmp_path)
+    with pytest.raises(JobFailure) as info:
+        check_engine_files(prepared)
+    message = str(info.value)
+    assert "runtime/bin/trt/katago does not exist" in message and "backend=sim" in message
+    assert "runtime/config.yaml" in message and "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [("mode=fast", "mode=load or mode=engine"), ("transport=grpc", "transport=http"), ("engines=0", "engines=0")],
+)
+def test_bad_kgbench_keys_fail_before_anything(tmp_path: Path, override: str, needle: str) -> None:
+    with pytest.raises(JobFailure, match=needle):
+        prepare(composed("backend=sim", override), tmp_path)
+    assert not (tmp_path / "katago.cfg").exists()
+
+
+def test_unknown_key_fails_prepare(tmp_path: Path) -> None:
+    with pytest.raises(RenderError, match="nnMaxBatchSize"):
+        prepare(composed("backend=sim", "nnMaxBatchSze=64"), tmp_path)
+
+
+@pytest.mark.slow
+def test_overhead_and_table_from_a_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    client = MlflowClient(tracking.tracking_uri())
+    parent = tracking.create_sweep_run(client, "kgbench", "s1", "transport=http,direct")
+    experiment = tracking.ensure_experiment(client, "kgbench")
+    assert client.get_experiment(experiment).artifact_location == str(tmp_path / "mlruns" / "kgbench")
+    rates = {"http": 90.0, "direct": 100.0}
+    for transport, rate in rates.items():
+        job = tracking.JobRun.start(
+            client,
+            "kgbench",
+            run_name=transport,
+            sweep_id="s1",
+            parent_run_id=parent,
+            tags={"hydra_overrides": transport},
+        )
+        job.log_params({"transport": transport, "katago.nnMaxBatchSize": 8})
+        job.log_metrics({"req_per_s": rate, "p50_ms": float("nan"), "p99_ms": None})
+        job.finish(True)
+    failed = tracking.JobRun.start(client, "kgbench", run_name="bad", sweep_id="s1", parent_run_id=parent, tags={})
+    failed.finish(False, "the engine binary /x does not exist\n(second line)")
+    runs = summary.child_runs(client, experiment, parent)
+    over = summary.overheads(runs)
+    assert list(over.values()) == [pytest.approx(0.1)]
+    frame = summary.sweep_table(runs)
+    assert list(frame["status"]) == ["FINISHED", "FINISHED", "FAILED"]
+    assert list(frame["req/s"])[:2] == [100.0, 90.0]
+    assert frame["reason"].iloc[2] == "the engine binary /x does not exist (second line)"
+    text = summary.format_table(frame)
+    assert "direct" in text.splitlines()[1] and "p50 ms" not in text  # all-NaN columns dropped
+
+
+def test_plots_are_written(tmp_path: Path) -> None:
+    levels = [
+        LevelSummary(c, None, 10, 1.0, 10.0 * c, 100.0, 5.0, 8.0, 9.0, 9.5, 0.0, 0, 0, {}, 3, (1.0,), True)
+        for c in (4, 16)
+    ]
+    records = [
+        RequestRecord(c, "measure", 0, 0.1 * i, 1.0 + i, 200, 100, 20, None, f"p{i}")
+        for c in (4, 16)
+        for i in range(20)
+    ]
+    paths = write_plots(levels, records, tmp_path / "plots", "t")
+    assert [p.name for p in paths] == ["throughput_vs_concurrency.png", "latency_cdf.png"]
+    assert all(p.stat().st_size > 1000 for p in paths)
+    assert write_plots([], [], tmp_path / "none", "t") == []
+
+
+def test_exit_status() -> None:
+    state.reset()
+    assert state.exit_status() == 0  # nothing ran (--help)
+    state.record_job(False)
+    assert state.exit_status() == 1
+    state.record_job(True)
+    assert state.exit_status() == 0
+    state.set_sweep_result(total=2, succeeded=0)
+    assert state.exit_status() == 1
+    state.reset()
