@@ -136,18 +136,27 @@ class Engine:
         self._tasks = [self._stdout_done, self._stderr_done, asyncio.create_task(self._write())]
         self._tasks.append(asyncio.create_task(self._watch()))
         try:
-            await self._await_ready(began)
+            await self._await_ready()
             self.start_s = time.monotonic() - began
-            self.version = str(json.loads(await self._action("query_version")).get("version"))
-            models = json.loads(await self._action("query_models")).get("models") or [{}]
-            self.model = str(models[0].get("name")) if models else None
+            self.version, self.model = await self._identify()
         except BaseException:
             await self._kill()
             raise
         self.state = "ready"
         log.info("%s: ready in %.2fs (version %s, model %s)", self.label, self.start_s, self.version, self.model)
 
-    async def _await_ready(self, began: float) -> None:
+    async def _identify(self) -> tuple[str | None, str | None]:
+        version_line = await self._action("query_version")
+        models_line = await self._action("query_models")
+        try:
+            version = json.loads(version_line).get("version")
+            models = json.loads(models_line).get("models") or [{}]
+            model = models[0].get("name")
+        except (ValueError, AttributeError, TypeError, IndexError) as exc:
+            raise EngineStartupError(f"{self.label} answered query_version/query_models oddly: {exc}") from exc
+        return (str(version) if version is not None else None), (str(model) if model is not None else None)
+
+    async def _await_ready(self) -> None:
         ready = asyncio.create_task(self._ready.wait())
         exited = asyncio.create_task(self._exited.wait())
         try:

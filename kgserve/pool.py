@@ -166,9 +166,13 @@ class EnginePool:
             self._changed()
             try:
                 await engine.start()
-            except EngineStartupError as exc:
+            except Exception as exc:  # EngineStartupError, or anything unexpected: retry all the same
+                if not isinstance(exc, EngineStartupError):
+                    log.exception("%s: unexpected start-up failure", engine.label)
+                    await engine.close(0.0)
                 slot.first_attempt.set()
-                self._retire(slot, engine, str(exc), exc.stderr_tail)
+                tail = exc.stderr_tail if isinstance(exc, EngineStartupError) else list(engine.stderr_tail)
+                self._retire(slot, engine, str(exc) or type(exc).__name__, tail)
                 slot.state = "failed"
                 log.warning("%s failed to start: %s; retrying in %.1fs", engine.label, exc, backoff)
             else:
@@ -280,7 +284,10 @@ class EnginePool:
     def _engine_status(self, slot: _Slot) -> dict[str, Any]:
         engine = slot.engine
         live = engine is not None and not engine.exited
-        tail = list(engine.stderr_tail) if engine is not None and live and engine.stderr_tail else slot.last_stderr
+        # a start in progress shows the last failure's lines until it has finished (or has lines of its own)
+        settled = engine is not None and (engine.exited or slot.state == "ready")
+        own = list(engine.stderr_tail) if engine is not None else []
+        tail = own if settled or not slot.last_stderr else slot.last_stderr
         counters = dict(slot.totals)
         if engine is not None:
             for key, value in engine.counters.items():
