@@ -134,3 +134,26 @@ def test_run_engine_benchmark_failures_carry_raw_text(tmp_path: Path, mode: str,
     assert message in str(info.value)
     expected = "IOError" if mode == "crash" else "something unexpected"
     assert expected in info.value.raw_text
+
+
+def test_run_engine_benchmark_against_the_simulated_engine(tmp_path: Path) -> None:
+    """The real contract with kgserve.sim: same argv, same output format, parsed the same way."""
+    repo = Path(__file__).resolve().parents[2]
+    model = repo / "assets" / "sim" / "kgsim-b40c768.bin.gz"
+    bench = run_engine_benchmark(
+        argv_prefix=[sys.executable, "-m", "kgserve.sim"],
+        cfg_keys={"numAnalysisThreads": 8, "numSearchThreadsPerAnalysisThread": 1, "nnMaxBatchSize": 16},
+        model=model,
+        visits=50,
+        threads=[1, 2, 4],
+        positions=2,
+        workdir=tmp_path,
+        timeout_s=120,
+        env={"KGSERVE_SIM_SPEED": "50", "KGSERVE_SIM_DEVICE": "private", "PYTHONPATH": str(repo)},
+        progress=None,
+    )
+    assert sorted(bench.result.visits_per_s()) == [1, 2, 4]
+    assert bench.result.recommended_threads in (1, 2, 4)
+    assert bench.result.recommended_source == "katago"
+    assert bench.engine_start_s is not None and bench.engine_start_s < bench.wall_s
+    assert "SIMULATED" in bench.stdout + bench.stderr
