@@ -143,14 +143,22 @@ def _via_kgserve(
 
 
 def load_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, progress: JobProgress) -> float:
+    from kgbench.benchparse import trt_cache_status
+
     load = _load_settings(cfg)
     run.set_tags(_model_tags(prepared))
-    if prepared.transport == "direct":
-        from kgbench.direct_job import via_direct
+    log_path = job_dir / "kgserve_stderr.log"
+    try:
+        if prepared.transport == "direct":
+            from kgbench.direct_job import via_direct
 
-        result, extra = via_direct(prepared, load, job_dir, run, progress)
-    else:
-        result, extra = _via_kgserve(prepared, load, job_dir, run, progress)
+            result, extra = via_direct(prepared, load, job_dir, run, progress)
+        else:
+            result, extra = _via_kgserve(prepared, load, job_dir, run, progress)
+    finally:
+        log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
+        if cache := trt_cache_status(log_text):  # TensorRT timing cache hit or miss, from the engine's log
+            run.set_tags({"kgbench.trt_cache": cache})
     title = f"{prepared.backend} {prepared.transport}: {job_dir.name}"
     return log_load_result(run, result, extra, job_dir, title)
 
