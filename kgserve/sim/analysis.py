@@ -96,7 +96,9 @@ class Engine:
             self._start_searches()
             if eof and not self.active and not self.pending:
                 break
-            if self.active and self._round is None:
+            if not self.active:
+                self._clock = None
+            elif self._round is None:
                 self._begin_round()
             if eof:
                 assert self._round is not None
@@ -123,7 +125,9 @@ class Engine:
         return steady.visits_per_search * s.rate_boost
 
     def _begin_round(self) -> None:
-        now = time.time()
+        # continue from the end of the previous round: time spent rendering and parsing counts as search time
+        now = time.time() if self._clock is None else min(time.time(), self._clock)
+        self._clock = None
         steady = steady_state(self.p, len(self.active), int(min(s.target for s in self.active)))
         horizon = ROUND_MAX_WALL * self.k.speed
         for s in self.active:
@@ -145,7 +149,9 @@ class Engine:
         assert self._round is not None
         start, end, dt, dev_s, dev_e, steady = self._round
         self._round = None
-        frac = 1.0 if now >= end or end <= start else max(0.0, (now - start) / (end - start))
+        self._clock = now
+        # late wake-ups (processing, scheduler) still count as search time, so wall-clock rates stay on the model
+        frac = 1.0 if end <= start else min(10.0, max(0.0, (now - start) / (end - start)))
         if frac < 1.0 and dev_e > dev_s:
             self.device.release(dev_e, dev_s + frac * (dev_e - dev_s))
         step = dt * frac
