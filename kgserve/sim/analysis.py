@@ -73,6 +73,7 @@ class Engine:
         self.out = sys.stdout.buffer
         self.lines: queue.Queue[object] = queue.Queue()
         self._round: tuple[float, float, float, float, float, Steady] | None = None  # start, end, dt_sim, dev_s, dev_e
+        self._clock: float | None = None  # wall time up to which searches have been advanced
 
     # ---- output -------------------------------------------------------------------------------------------
     def emit(self, line: str) -> None:
