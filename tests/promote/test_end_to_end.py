@@ -1,0 +1,170 @@
+"""End to end, all real processes: a short sim sweep -> promote --allow-simulated -> `python -m kgserve`
+serves the promoted backend and cfg -> /readyz shows the provenance -> a sample query is answered.
+Also runs the report on the same sweep. Everything lives in tmp_path (own MLflow store, own config.yaml)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+from ruamel.yaml import YAML
+
+from kgserve.provenance import read_provenance
+
+REPO = Path(__file__).resolve().parents[2]
+PY = sys.executable
+SAMPLE = REPO / "assets" / "analysis" / "inputs" / "tsumego_straight3_9x9.json"
+
+pytestmark = pytest.mark.slow
+
+
+def _runtime_config(tmp_path: Path) -> Path:
+    """runtime/config.yaml with its comments, the sim model made absolute, a free port, files in tmp_path."""
+    yaml = YAML()  # round-trip: comments kept, so promote's edit is exercised on a commented file
+    data: Any = yaml.load((REPO / "runtime" / "config.yaml").read_text())
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    data["server"]["port"] = 0
+    engine = data["engine"]
+    assert engine["backend"] != "sim"  # promote must switch it
+    engine["cfg"] = str(runtime / "katago_serving.cfg")
+    engine["home_data_dir"] = str(tmp_path / "katago_home")
+    sim_model = REPO / "assets" / "sim" / Path(str(engine["backends"]["sim"]["model"])).name
+    assert sim_model.exists()
+    engine["backends"]["sim"]["model"] = str(sim_model)
+    path = runtime / "config.yaml"
+    with path.open("w") as handle:
+        yaml.dump(data, handle)
+    return path
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{argv} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def _get(url: str, timeout: float = 10) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+def test_sweep_promote_serve(tmp_path: Path) -> None:
+    config = _runtime_config(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": uri,
+        "PYTHONPATH": str(REPO),
+        "KGSERVE_SIM_DEVICE": "private",
+        "KGSERVE_SIM_SPEED": "4",
+    }
+    _run(
+        [PY, "-m", "kgbench", "-m", "backend=sim", "load=smoke", "threads=small", "nnMaxBatchSize=8,16",
+         f"runtime_config={config}", "mlflow.experiment=e2e", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+        env, tmp_path, timeout=900,
+    )  # fmt: skip
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("e2e")
+    assert experiment is not None
+    jobs = client.search_runs([experiment.experiment_id], "tags.`kgbench.role` = 'job'")
+    assert len(jobs) == 2
+    assert all(r.info.status == "FINISHED" and r.data.tags.get("simulated") == "true" for r in jobs)
+
+    refused = subprocess.run(
+        [PY, "-m", "kgbench.promote", "--experiment", "e2e", "--config", str(config)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "--allow-simulated" in refused.stderr
+    promoted = _run(
+        [PY, "-m", "kgbench.promote", "--experiment", "e2e", "--allow-simulated", "--config", str(config)],
+        env,
+        tmp_path,
+        timeout=300,
+    )
+    assert "WINNER" in promoted.stdout
+    winners = client.search_runs([experiment.experiment_id], "tags.promoted = 'true'")
+    assert len(winners) == 1
+    run_id = winners[0].info.run_id
+    prov = read_provenance(config.parent / "katago_serving.cfg")
+    assert prov is not None and prov.run_id == run_id and prov.simulated and not prov.modified
+    assert "backend: sim" in config.read_text() and "# Which backend to serve." in config.read_text()
+
+    report_dir = tmp_path / "report"
+    _run([PY, "-m", "kgbench.report", "--experiment", "e2e", "--out", str(report_dir)], env, tmp_path, timeout=300)
+    assert (report_dir / "pareto.png").stat().st_size > 10_000
+    assert len((report_dir / "runs.csv").read_text().strip().splitlines()) == 3  # header + 2 runs
+
+    _serve_and_query(config, env, tmp_path, run_id)
+
+
+def _serve_and_query(config: Path, env: dict[str, str], cwd: Path, run_id: str) -> None:
+    server = subprocess.Popen(
+        [PY, "-m", "kgserve", "--config", str(config)],
+        env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines: list[str] = []
+    url: list[str] = []
+    found = threading.Event()
+
+    def pump() -> None:
+        assert server.stdout is not None
+        for line in server.stdout:
+            lines.append(line)
+            if not url and (m := re.search(r"kgserve listening on (http://\S+)", line)):
+                url.append(m.group(1))
+                found.set()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        assert found.wait(120), "kgserve did not log its address:\n" + "".join(lines)
+        base = url[0]
+        deadline = time.monotonic() + 120
+        status, body = _get(base + "/readyz")
+        while status != 200 and time.monotonic() < deadline:
+            time.sleep(0.5)
+            status, body = _get(base + "/readyz")
+        assert status == 200, body
+        ready = json.loads(body)
+        assert ready["backend"] == "sim" and ready["simulated"] is True
+        provenance = ready["provenance"]
+        assert provenance["run_id"] == run_id
+        assert provenance["simulated"] is True and provenance["modified"] is False
+        assert any(run_id in line for line in lines), "kgserve did not log the cfg's run at start"
+
+        query = json.loads(SAMPLE.read_text())
+        query["maxVisits"] = 8
+        request = urllib.request.Request(
+            base + "/analysis", data=json.dumps(query).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=120) as resp:
+            assert resp.status == 200
+            answers = [json.loads(x) for x in resp.read().decode().splitlines() if x.strip()]
+        finals = [a for a in answers if a.get("id") == query["id"] and "moveInfos" in a]
+        assert finals, answers
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        reader.join(timeout=10)
+        if server.stdout is not None:
+            server.stdout.close()
