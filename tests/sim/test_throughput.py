@@ -117,3 +117,91 @@ def test_timed_simulation_matches_prediction(tmp_path: Path, cfg_values: dict[st
     speed = count / (predicted * 1.5)  # about 1.5 s of wall time, so the sim's own CPU time is noise
     measured = _measure(tmp_path, cfg_values, visits, count, speed=speed)
     assert measured == pytest.approx(predicted, rel=0.25)
+
+
+def _measure_many(cfgs: list[Path], envs: list[dict[str, str]], visits: int, count: int, speed: float) -> list[float]:
+    sims = [Sim(cfg, env) for cfg, env in zip(cfgs, envs, strict=True)]
+    try:
+        for sim in sims:
+            sim.send('{"id":"ready","action":"query_version"}')
+            assert sim.readline()["id"] == "ready"
+        start = time.monotonic()
+        for n, sim in enumerate(sims):
+            for i in range(count):
+                moves = [["B", f"{'ABCDEFGHJKLMNOPQRST'[i % 19]}{1 + (i // 19) % 19}"], ["W", "pass"]] + [
+                    ["B", "pass"]
+                ] * n
+                query = {
+                    "id": f"q{i}",
+                    "moves": moves,
+                    "rules": "chinese",
+                    "komi": 7.5,
+                    "boardXSize": 19,
+                    "boardYSize": 19,
+                    "maxVisits": visits,
+                }
+                sim.send(json.dumps(query))
+        rates = []
+        for sim in sims:
+            for _ in range(count):
+                assert sim.readline()["isDuringSearch"] is False
+            rates.append(count / ((time.monotonic() - start) * speed))
+        for sim in sims:
+            assert sim.finish().returncode == 0
+        return rates
+    finally:
+        for sim in sims:
+            sim.kill()
+
+
+@pytest.mark.slow
+def test_processes_on_one_simulated_device_slow_each_other_down(tmp_path: Path) -> None:
+    cfg_values = {
+        "numAnalysisThreads": 32,
+        "numSearchThreadsPerAnalysisThread": 2,
+        "nnMaxBatchSize": 64,
+        "numNNServerThreadsPerModel": 2,
+    }
+    util = steady_state(SimParams.from_cfg(cfg_values), 32, 100).device_util
+    assert util > 0.6
+    visits, count = 100, 64
+    predicted = predict_throughput(cfg_values, visits, count)
+    speed = count / (predicted * 1.5)
+    cfg = write_cfg(tmp_path, **cfg_values)
+    (alone,) = _measure_many([cfg], [sim_env(speed)], visits, count, speed)
+    shared = sim_env(speed)
+    pair = _measure_many([cfg, cfg], [shared, dict(shared)], visits, count, speed)
+    assert alone == pytest.approx(predicted, rel=0.25)
+    assert max(pair) < 0.85 * alone  # the device is busy more than 100% of the time: both wait for it
+    separate = _measure_many([cfg, cfg], [sim_env(speed), sim_env(speed)], visits, count, speed)
+    assert min(separate) > max(pair)
+
+
+def test_fixed_rps_knob(tmp_path: Path) -> None:
+    cfg = write_cfg(tmp_path, numAnalysisThreads=4)
+    query = {"moves": [], "rules": "chinese", "komi": 7.5, "boardXSize": 9, "boardYSize": 9, "maxVisits": 10**6}
+    sim = Sim(cfg, sim_env(1.0, KGSERVE_SIM_FIXED_RPS="0"))
+    try:
+        sim.send('{"id":"ready","action":"query_version"}')
+        sim.readline()
+        start = time.monotonic()
+        for i in range(20):
+            sim.send(json.dumps({**query, "id": f"z{i}"}))
+        assert [sim.readline()["rootInfo"]["visits"] for _ in range(20)] == [10**6] * 20  # type: ignore[index]
+        assert time.monotonic() - start < 2.0
+        sim.finish()
+    finally:
+        sim.kill()
+    sim = Sim(cfg, sim_env(1.0, KGSERVE_SIM_FIXED_RPS="40"))
+    try:
+        sim.send('{"id":"ready","action":"query_version"}')
+        sim.readline()
+        start = time.monotonic()
+        for i in range(8):
+            sim.send(json.dumps({**query, "id": f"f{i}", "maxVisits": 50}))
+        for _ in range(8):
+            sim.readline()
+        assert 0.15 < time.monotonic() - start < 1.0  # 8 queries at 40 queries/s
+        sim.finish()
+    finally:
+        sim.kill()
