@@ -23,9 +23,26 @@ def _option(args: list[str], *names: str) -> str | None:
     return None
 
 
+def _local_http(url: str, args: list[str], out: str | None) -> int:
+    """A server 'already answering' on a loopback port: every request gets $STUB_HTTP_CODE."""
+    code = os.environ["STUB_HTTP_CODE"]
+    path = "/" + url.split("/", 3)[3] if url.count("/") >= 3 else "/"
+    body = '{"id":"stub","isDuringSearch":false,"turnNumber":0}\n' if path == "/analysis" else '{"ready":true}'
+    if out and out != "/dev/null":
+        Path(out).write_text(body)
+    elif not out:
+        sys.stdout.write(body)
+    fmt = _option(args, "-w", "--write-out")
+    if fmt:
+        sys.stdout.write(fmt.replace("\\n", "\n").replace("%{http_code}", code))
+    return 0
+
+
 def _fetch(args: list[str], out_flags: tuple[str, ...], offline_code: int) -> int:
     url = next((a for a in args if a.startswith(("http://", "https://"))), None)
     out = _option(args, *out_flags)
+    if url and url.startswith("http://127.0.0.1:") and os.environ.get("STUB_HTTP_CODE"):
+        return _local_http(url, args, out)
     if os.environ.get("STUB_OFFLINE"):
         print("curl: (6) Could not resolve host: github.com", file=sys.stderr)
         return offline_code

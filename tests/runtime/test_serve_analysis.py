@@ -10,15 +10,16 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from kgserve.settings import DEFAULT_CONFIG_PATH
+from kgserve.settings import DEFAULT_CONFIG_PATH, Settings
 
-from .conftest import REPO, RUNTIME
+from .conftest import REPO, RUNTIME, Stubs
 from .ptyproc import PtyProcess
 
 SERVE = str(RUNTIME / "serve_analysis.sh")
@@ -204,3 +205,42 @@ def test_serve_analysis_starts_kgserve_sim_answers_and_stops_it(tmp_path: Path) 
     assert sorted(d["turnNumber"] for d in lines) == sorted(d["turnNumber"] for d in expected)
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()  # the server it started is gone
+
+
+def test_the_port_comes_from_config_yaml_and_a_running_server_is_reused(
+    stubs: Stubs, shipped: Settings, tmp_path: Path
+) -> None:
+    """Shipped runtime/config.yaml, stub curl playing a server that already answers: no kgserve is started."""
+    target = tmp_path / "mid.jsonl"
+    run = stubs.run([SERVE, "-o", str(target), "midgame_19x19"], extra_env={"STUB_HTTP_CODE": "200"})
+    assert run.returncode == 0, run.stderr
+    base = f"http://127.0.0.1:{shipped.server.port}"
+    urls = [next(a for a in c["args"] if a.startswith("http")) for c in stubs.calls("curl")]
+    assert urls == [f"{base}/healthz", f"{base}/readyz", f"{base}/analysis"]
+    assert "starting kgserve" not in run.stderr and "already answers" in run.stderr
+    assert f"{base}/analysis" in run.stdout
+    assert json.loads(target.read_text())["id"] == "stub"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    importlib.util.find_spec("kgserve.__main__") is None or importlib.util.find_spec("kgserve.sim") is None,
+    reason="kgserve's CLI and simulated engine are not in this checkout yet",
+)
+def test_interrupting_the_script_stops_the_server_it_started(tmp_path: Path) -> None:
+    port = _free_port()
+    config = _config_with_port(tmp_path, port)
+    env = {**_env(), "KGSERVE_SIM_SPEED": "50", "KGSERVE_SIM_DEVICE": "private"}
+    child = PtyProcess([SERVE, "--config", str(config), "--backend", "sim"], env=env, cwd=REPO)
+    try:
+        child.expect("input basename", timeout=150)
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass  # up while the script waits at the prompt
+        time.sleep(1)  # a signal that lands between read's prompt and its read(2) waits for input (bash)
+        child.proc.send_signal(signal.SIGINT)
+        child.expect("stopping the kgserve this script started", timeout=30)
+        assert child.wait(90) == 130
+    finally:
+        child.close()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
