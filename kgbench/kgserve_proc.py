@@ -178,5 +178,8 @@ class KgserveProcess:
     def _join_reader(self) -> None:
         if self._reader is not None:
             self._reader.join(timeout=10)
-        if self._log is not None and self._reader is not None and not self._reader.is_alive():
-            self._log.close()
+        if self._reader is not None and not self._reader.is_alive():
+            if self._log is not None:
+                self._log.close()
+            if self.proc is not None and self.proc.stdout is not None:
+                self.proc.stdout.close()
