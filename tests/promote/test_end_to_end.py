@@ -4,6 +4,7 @@ Also runs the report on the same sweep. Everything lives in tmp_path (own MLflow
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -14,6 +15,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 from ruamel.yaml import YAML
 
-from kgserve.provenance import read_provenance
+from kgbench.cfgwrite import set_engine_backend
+from kgserve.provenance import read_provenance, render_header
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -113,7 +116,9 @@ def test_sweep_promote_serve(tmp_path: Path) -> None:
     _serve_and_query(config, env, tmp_path, run_id)
 
 
-def _serve_and_query(config: Path, env: dict[str, str], cwd: Path, run_id: str) -> None:
+@contextlib.contextmanager
+def _kgserve(config: Path, env: dict[str, str], cwd: Path) -> Iterator[tuple[str, dict[str, Any], list[str]]]:
+    """`python -m kgserve --config CONFIG` on a free port: yields (base url, /readyz JSON once ready, log lines)."""
     server = subprocess.Popen(
         [PY, "-m", "kgserve", "--config", str(config)],
         env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -141,7 +146,21 @@ def _serve_and_query(config: Path, env: dict[str, str], cwd: Path, run_id: str) 
             time.sleep(0.5)
             status, body = _get(base + "/readyz")
         assert status == 200, body
-        ready = json.loads(body)
+        yield base, json.loads(body), lines
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        reader.join(timeout=10)
+        if server.stdout is not None:
+            server.stdout.close()
+
+
+def _serve_and_query(config: Path, env: dict[str, str], cwd: Path, run_id: str) -> None:
+    with _kgserve(config, env, cwd) as (base, ready, lines):
         assert ready["backend"] == "sim" and ready["simulated"] is True
         provenance = ready["provenance"]
         assert provenance["run_id"] == run_id
@@ -158,13 +177,19 @@ def _serve_and_query(config: Path, env: dict[str, str], cwd: Path, run_id: str) 
             answers = [json.loads(x) for x in resp.read().decode().splitlines() if x.strip()]
         finals = [a for a in answers if a.get("id") == query["id"] and "moveInfos" in a]
         assert finals, answers
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        reader.join(timeout=10)
-        if server.stdout is not None:
-            server.stdout.close()
+
+
+def test_hand_edited_cfg_is_reported(tmp_path: Path) -> None:
+    """A cfg changed after promotion: kgserve still serves, warns at start, /readyz says modified."""
+    config = _runtime_config(tmp_path)
+    config.write_text(set_engine_backend(config.read_text(), "sim"))
+    cfg = config.parent / "katago_serving.cfg"
+    fields = {"run_id": "0123456789abcdef", "sweep_id": "s-test", "backend": "sim", "simulated": "true"}
+    cfg.write_text(render_header(fields, "numAnalysisThreads = 4\nnnMaxBatchSize = 16\n"))
+    cfg.write_text(cfg.read_text().replace("nnMaxBatchSize = 16", "nnMaxBatchSize = 32"))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KGSERVE_SIM_DEVICE": "private"}
+    with _kgserve(config, env, tmp_path) as (_, ready, lines):
+        provenance = ready["provenance"]
+        assert provenance["run_id"] == "0123456789abcdef"
+        assert provenance["modified"] is True
+        assert any("edited after promotion" in line for line in lines), "".join(lines)
