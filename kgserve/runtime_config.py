@@ -112,7 +112,7 @@ def pin_sha256(config_path: Path, key: str, digest: str) -> None:
     if match is None:
         raise ConfigError(f"{config_path}:{line_no + 1}: cannot edit {key!r} in place")
     # quoted: an all-digit (or "1e5"-like) digest must stay a string in YAML
-    lines[line_no] = f"{match.group(1)}\"{digest}\"{match.group(3)}{match.group(5)}"
+    lines[line_no] = f'{match.group(1)}"{digest}"{match.group(3)}{match.group(5)}'
     config_path.write_text("".join(lines), encoding="utf-8")
     load_settings(config_path)  # still valid
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,7 +46,7 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _sample(stem: str) -> list[dict[str, object]]:
+def _sample(stem: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in (SAMPLES / "outputs" / f"{stem}.jsonl").read_text().splitlines()]
 
 
