@@ -34,7 +34,7 @@ def latency_stats(latencies_ms: Sequence[float]) -> tuple[float, float, float, f
 def windows_agree(rates: Sequence[float], count: int, tolerance: float) -> bool:
     """True when the last ``count`` window rates exist and (max - min) / mean <= tolerance.
 
-    All-zero windows agree (nothing is happening, steadily); a zero mean with non-zero spread cannot happen.
+    A window without any completed request is no measurement: windows with a zero rate never agree.
     """
     if count < 1:
         raise ValueError("count must be >= 1")
@@ -42,8 +42,8 @@ def windows_agree(rates: Sequence[float], count: int, tolerance: float) -> bool:
         return False
     last = rates[-count:]
     mean = sum(last) / count
-    if mean == 0:
-        return max(last) == 0
+    if min(last) <= 0:
+        return False
     return (max(last) - min(last)) / mean <= tolerance
 
 

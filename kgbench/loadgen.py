@@ -214,8 +214,12 @@ async def _run_level(
             progress(ProgressUpdate(concurrency, index, len(load.concurrency), phase, window, rate, level.errors))
 
     level_start = level.now()
-    while level.now() - level_start < load.warmup_s:
-        await asyncio.sleep(min(0.5, max(0.0, load.warmup_s - (level.now() - level_start))))
+    # warmup: warmup_s, and at least until one round of requests (min(concurrency, 8)) came back
+    first_round = min(concurrency, 8)
+    while (elapsed := level.now() - level_start) < load.warmup_s or (
+        len(level.raw) < first_round and elapsed < load.warmup_s + load.request_timeout_s
+    ):
+        await asyncio.sleep(min(0.5, max(0.05, load.warmup_s - elapsed)))
         done = sum(1 for r in level.raw if r[2].error is None)
         report("warmup", -1, done / max(1e-9, level.now() - level_start))
     level.measure_start = level.now()

@@ -9,11 +9,13 @@ Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
 - ``mode`` [closed]: ``closed`` (each worker sends its next request when the previous one finished) or
   ``open`` (Poisson arrivals at ``rate``; latency measured from the intended send time: no coordinated omission).
 - ``rate`` [100.0]: open loop only, mean arrivals per second.
-- ``warmup_s`` [2.0]: per level, requests sent during warmup are recorded but excluded from the summaries.
+- ``warmup_s`` [2.0]: per level, requests completed during warmup are recorded but excluded from the summaries.
+  Warmup lasts at least until the first min(concurrency, 8) requests came back (at most request_timeout_s more).
 - ``window_s`` [2.0]: measurement window length.
 - ``min_windows`` [3]: measure at least this many windows.
 - ``max_windows`` [10]: stop after this many windows even if not stable; the level (and the run) is flagged unstable.
-- ``tolerance`` [0.1]: the last ``min_windows`` windows agree when (max - min) / mean of their req/s <= tolerance.
+- ``tolerance`` [0.1]: the last ``min_windows`` windows agree when (max - min) / mean of their req/s <= tolerance
+  (a window in which no request completed never agrees).
 - ``max_visits`` [50]: ``maxVisits`` put into every query.
 - ``request_timeout_s`` [60.0]: client-side timeout per request (error kind ``timeout``).
 - ``seed`` [0]: traffic order and Poisson arrivals.

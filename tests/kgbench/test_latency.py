@@ -46,7 +46,8 @@ def test_windows_agree() -> None:
     assert windows_agree([50, 100, 101, 99], 3, 0.05)
     assert not windows_agree([100, 101, 80], 3, 0.05)
     assert not windows_agree([100, 100], 3, 0.5)  # too few windows
-    assert windows_agree([0, 0, 0], 3, 0.0)
+    assert not windows_agree([0, 0, 0], 3, 0.5)  # nothing completed: no measurement
+    assert not windows_agree([10, 0, 10], 3, 10.0)
     assert windows_agree([100, 110, 105], 3, 0.1)
     assert not windows_agree([100, 112, 105], 3, 0.1)
     with pytest.raises(ValueError):
