@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import random
 import signal
 import time
 from collections.abc import AsyncIterator
@@ -169,3 +170,49 @@ async def test_missing_model_crash_loop(tmp_path: Path) -> None:
         assert any("missing.bin.gz" in line for line in slot["last_stderr"])
     finally:
         await asyncio.wait_for(pool.close(1), 30)
+
+
+async def test_mixed_load_with_aborts_and_a_crash_settles_every_stream() -> None:
+    pool = EnginePool(pool_settings(2), env=SIM_ENV)
+    await pool.start()
+    try:
+        await pool.wait_ready(60)
+        rng = random.Random(7)
+        streams = []
+        for i in range(150):
+            visits = rng.choice([5, 50, 200, 10_000_000])
+            turns = sorted(rng.sample(range(4), rng.randint(1, 3)))
+            moves = [["B", "Q4"], ["W", "D4"], ["B", "Q16"]]
+            body = {
+                **SLOW,
+                "id": rng.choice(["a", "b", "c"]),
+                "moves": moves,
+                "maxVisits": visits,
+                "analyzeTurns": turns,
+            }
+            streams.append((turns, pool.submit(make_query(body))))
+            if i % 3 == 0:
+                pool.abort(streams[rng.randrange(len(streams))][1])
+            if i == 100:
+                os.kill(pool.status()["engines"][0]["pid"], signal.SIGKILL)
+            await asyncio.sleep(rng.random() * 0.01)
+        await asyncio.sleep(0.5)
+        for _, stream in streams:
+            if not stream.aborted:
+                pool.abort(stream)
+        outcomes = {"finished": 0, "died": 0}
+        for turns, stream in streams:
+            try:
+                lines = await asyncio.wait_for(stream.collect(), 30)
+            except EngineDied:
+                outcomes["died"] += 1
+                continue
+            outcomes["finished"] += 1
+            docs = [json.loads(line) for line in lines]
+            assert sorted(doc["turnNumber"] for doc in docs) == turns  # one final per turn: full, partial or noResults
+        assert outcomes["died"] >= 1 and outcomes["finished"] >= 100, outcomes
+        for engine in pool.status()["engines"]:
+            assert engine["outstanding_visits"] == 0 and engine["pending"] == 0
+            assert engine["counters"].get("unrouted", 0) == 0
+    finally:
+        await asyncio.wait_for(pool.close(5), 60)
