@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import os
 import queue
 import sys
 import threading
@@ -77,8 +78,11 @@ class Engine:
 
     # ---- output -------------------------------------------------------------------------------------------
     def emit(self, line: str) -> None:
-        self.out.write(line.encode("utf-8") + b"\n")
-        self.out.flush()
+        try:
+            self.out.write(line.encode("utf-8") + b"\n")
+            self.out.flush()
+        except BrokenPipeError:  # the reader is gone: die quietly, as KataGo does on SIGPIPE
+            os._exit(141)
         if line.startswith('{"error"'):
             self.log.write("Error: " + line)
         elif '"warning":' in line and line.startswith('{"field"'):

@@ -9,7 +9,7 @@ import sys
 import time
 
 from kgserve.sim.cfgfile import CfgError, SimCfg
-from kgserve.sim.startup import Knobs, Log, abort, check_memory, check_model, model_names
+from kgserve.sim.startup import Knobs, abort, check_memory, check_model, model_names
 from kgserve.sim.throughput import Q0, SharedDevice, SimParams, steady_state
 
 __all__ = ["elo_diff", "run_benchmark"]
@@ -33,7 +33,6 @@ def _out(text: str) -> None:
 
 def run_benchmark(cfg: SimCfg, flags: dict[str, str]) -> int:
     knobs = Knobs.from_env()
-    log = Log()
     model = flags["model"]
     try:
         cfg_threads = cfg.require_int("numSearchThreads", 1, 4096)
@@ -62,7 +61,7 @@ def run_benchmark(cfg: SimCfg, flags: dict[str, str]) -> int:
     check_model(model)
     base = SimParams.from_cfg({**cfg.values, "numAnalysisThreads": 1})
     params = [SimParams(1, t, max(t, 8), base.server_threads, base.cache_pow, visits) for t in thread_list]
-    check_memory(log, max(params, key=lambda p: p.max_batch))
+    memory = check_memory(max(params, key=lambda p: p.max_batch), knobs.device)
     _, internal = model_names(model)
     for i in range(base.server_threads):
         _out(f"{stamp}: SIMULATED CUDA backend thread {i}: Model version 15\n")
@@ -72,6 +71,22 @@ def run_benchmark(cfg: SimCfg, flags: dict[str, str]) -> int:
     _out("You are using kgserve's SIMULATED KataGo: no neural net is evaluated, the timings come from a model.\n\n")
     _out(f"Your GTP config is currently set to use numSearchThreads = {cfg_threads}\n")
     _out("Testing different numbers of threads (board size 19x19): \n")
+    try:
+        return _run_threads(cfg, params, positions, visits, knobs, stamp, batch_set)
+    finally:
+        memory.free()
+
+
+def _run_threads(
+    cfg: SimCfg,
+    params: list[SimParams],
+    positions: int,
+    visits: int,
+    knobs: Knobs,
+    stamp: str,
+    batch_set: bool,
+) -> int:
+    server_threads = params[0].server_threads
     device = SharedDevice(knobs.device)
     results: list[tuple[int, float]] = []
     total_rows = total_batches = 0.0
@@ -132,9 +147,9 @@ def run_benchmark(cfg: SimCfg, flags: dict[str, str]) -> int:
         "threads will weaken strength.\n"
     )
     _out(f"If interested see also other notes about performance and mem usage in the top of {cfg.file_name}\n\n")
-    for i in range(base.server_threads):
+    for i in range(server_threads):
         _out(
-            f"{stamp}: GPU {i} finishing, processed {round(total_rows / base.server_threads)} rows "
-            f"{round(total_batches / base.server_threads)} batches\n"
+            f"{stamp}: GPU {i} finishing, processed {round(total_rows / server_threads)} rows "
+            f"{round(total_batches / server_threads)} batches\n"
         )
     return 0

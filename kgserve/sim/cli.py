@@ -12,6 +12,7 @@ from kgserve.sim.startup import (
     Log,
     abort,
     backend_log,
+    batch_size_note,
     check_memory,
     check_model,
     exit_log,
@@ -105,9 +106,10 @@ def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
         return 134
     start_log(log, cfg, model, knobs.seed)
     check_model(model)
-    check_memory(log, params)
+    memory = check_memory(params, knobs.device)
     name, internal = model_names(model)
     backend_log(log, params, internal)
+    batch_size_note(log, params)
     unused_key_warnings(log, cfg)
     time.sleep(knobs.startup_s * (1.0 + (1 << params.cache_pow) / (1 << 24)) / knobs.speed)
     log.write(f"Loaded config {cfg.file_name}")
@@ -124,6 +126,9 @@ def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
         "version": 15,
     }
     engine = Engine(params, knobs, defaults, model_info, perspective, log)
-    rows, batches = engine.run()
+    try:
+        rows, batches = engine.run()
+    finally:
+        memory.free()
     exit_log(log, name, rows, batches, params.server_threads)
     return 0

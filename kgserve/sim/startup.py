@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kgserve.sim.cfgfile import CfgError, SimCfg
+from kgserve.sim.devmem import DeviceMemory
 from kgserve.sim.throughput import DEVICE_MEMORY_GB, SimParams, device_memory_gb
 
 __all__ = ["VERSION", "Knobs", "Log", "abort", "check_memory", "check_model", "model_names"]
@@ -88,17 +89,37 @@ def check_model(model: str) -> None:
         )
 
 
-def check_memory(log: Log, p: SimParams) -> None:
+def check_memory(p: SimParams, device: str) -> DeviceMemory:
+    """Allocate this process's share of the simulated device, or fail like a CUDA out-of-memory error."""
     need = device_memory_gb(p)
-    if need > DEVICE_MEMORY_GB:
+    memory = DeviceMemory(device, DEVICE_MEMORY_GB)
+    fits, others = memory.allocate(need)
+    if not fits:
         sys.stderr.write(
             "terminate called after throwing an instance of 'StringError'\n"
             "  what():  CUDA Error, for cudaMalloc(&buf, bytes) file cudahelpers.cu, func mallocOnDevice: "
-            f"out of memory (SIMULATED device: {p.server_threads} server thread(s) x nnMaxBatchSize "
-            f"{p.max_batch} need {need:.1f} GB, the simulated H200 has {DEVICE_MEMORY_GB:.0f} GB)\n"
+            f"out of memory (SIMULATED device '{device}': {p.server_threads} server thread(s) x nnMaxBatchSize "
+            f"{p.max_batch} need {need:.1f} GB, other processes hold {others:.1f} GB, the simulated H200 has "
+            f"{DEVICE_MEMORY_GB:.0f} GB)\n"
         )
         sys.stderr.flush()
         os._exit(1)
+    return memory
+
+
+def batch_size_note(log: Log, p: SimParams) -> None:
+    total_batch = p.server_threads * p.max_batch
+    threads = p.search_threads * p.analysis_threads
+    if total_batch * 1.5 <= threads:
+        log.write(
+            f"Note: nnMaxBatchSize * number of GPUs ({total_batch}) is smaller than numSearchThreads * "
+            f"numAnalysisThreads ({threads})"
+        )
+        log.write(
+            "The number of simultaneous threads that might query the GPU could be larger than the batch size "
+            "that the GPU will handle at once."
+        )
+        log.write("It may improve performance to increase nnMaxBatchSize, unless you are constrained on GPU memory.")
 
 
 def backend_log(log: Log, p: SimParams, internal: str) -> None:
@@ -141,4 +162,4 @@ def _cpp_double(value: float) -> str:
     return f"{value:.6g}"
 
 
-__all__ += ["CfgError", "backend_log", "exit_log", "start_log", "unused_key_warnings"]
+__all__ += ["CfgError", "backend_log", "batch_size_note", "exit_log", "start_log", "unused_key_warnings"]

@@ -85,3 +85,25 @@ def test_model_path_is_checked_before_ready(tmp_path: Path) -> None:
     run = run_lines(write_cfg(tmp_path), ['{"id":"v","action":"query_version"}'])
     assert run.returncode == 0 and '"version":"1.17.2-sim"' in run.stdout[0]
     assert MODEL.name in run.stderr
+
+
+def test_device_memory_is_shared_between_processes(tmp_path: Path) -> None:
+    cfg = write_cfg(tmp_path, nnMaxBatchSize=512, numNNServerThreadsPerModel=2)  # about 94 GB of 141
+    env = sim_env(200.0)
+    first = subprocess.Popen(
+        sim_argv(cfg), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    try:
+        assert first.stdin is not None and first.stdout is not None
+        first.stdin.write(b'{"id":"v","action":"query_version"}\n')
+        first.stdin.flush()
+        assert b"query_version" in first.stdout.readline()  # started: its memory is allocated
+        second = subprocess.run(sim_argv(cfg), input=b"", capture_output=True, env=env, timeout=60)
+        assert second.returncode == 1 and b"out of memory" in second.stderr
+        other_device = subprocess.run(sim_argv(cfg), input=b"", capture_output=True, env=sim_env(200.0), timeout=60)
+        assert other_device.returncode == 0
+    finally:
+        first.communicate(timeout=60)
+    assert first.returncode == 0
+    third = subprocess.run(sim_argv(cfg), input=b"", capture_output=True, env=env, timeout=60)
+    assert third.returncode == 0, third.stderr  # freed at exit
