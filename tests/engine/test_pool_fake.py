@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import logging
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.engine import EngineDied
+from kgserve.engine import EngineDied, EngineSpec
 from kgserve.pool import EnginePool, NoEngineReady, cfg_max_visits
 from kgserve.procutil import pid_alive
 
@@ -140,3 +141,36 @@ def test_cfg_max_visits(tmp_path: Path) -> None:
     cfg.write_text("# maxVisits = 5\nmaxVisits = 700  # comment\n")
     assert cfg_max_visits(cfg) == 700
     assert cfg_max_visits(tmp_path / "none.cfg") is None
+
+
+class HalfBrokenPool(EnginePool):
+    """Engine 1 has no model file: it crash-loops while engine 0 serves."""
+
+    def engine_spec(self, index: int) -> EngineSpec:
+        spec = super().engine_spec(index)
+        if index == 1:
+            return dataclasses.replace(spec, argv=fake_argv(Path("/nonexistent/model.bin.gz")))
+        return spec
+
+
+async def test_min_ready_lets_the_pool_serve_with_a_failing_engine(model_file: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if not key.startswith("FAKE_")}
+    overrides = {"argv": fake_argv(model_file)}
+    pool = HalfBrokenPool(pool_settings(2, min_ready=1), env=env, spec_overrides=overrides)
+    strict = HalfBrokenPool(pool_settings(2), env=env, spec_overrides=overrides)
+    await pool.start()
+    await strict.start()
+    try:
+        await pool.wait_ready(60)
+        await asyncio.sleep(0.5)
+        status = pool.status()
+        assert status["ready"] and status["required_ready"] == 1
+        assert status["engines"][0]["state"] == "ready"
+        assert status["engines"][1]["state"] in ("failed", "restarting")
+        streams = [pool.submit(make_query({"id": f"q{i}", "moves": []})) for i in range(5)]
+        assert {stream.engine.index for stream in streams} == {0}
+        await asyncio.wait_for(asyncio.gather(*(stream.collect() for stream in streams)), 10)
+        await strict.wait_ready(60, count=1)
+        assert not strict.status()["ready"] and "1 of 2 engine(s) ready, 2 required" in strict.status()["reason"]
+    finally:
+        await asyncio.gather(pool.close(1), strict.close(1))
