@@ -74,6 +74,11 @@ def test_create_job_fetches_pinned_assets_builds_and_exports_the_image(
     assert "up to date" in again.stdout + again.stderr
     assert stubs.calls("curl") == [] and stubs.calls("enroot") == []
 
+    # --force rebuilds the image from the already imported base image
+    forced = stubs.run([CREATE, "--force"], extra_env=job)
+    assert forced.returncode == 0, forced.stderr
+    assert [c["args"][0] for c in stubs.calls("enroot")] == ["list", "create", "start", "export", "remove"]
+
 
 def test_create_job_stops_at_the_first_error(stubs: Stubs, config_copy: Path) -> None:
     result = stubs.run([CREATE], extra_env={"PBS_JOBID": "7.pbs", "KG_REPO": str(REPO), "STUB_OFFLINE": "1"})
