@@ -294,7 +294,9 @@ class EnginePool:
                 counters[key] = counters.get(key, 0) + value
         return {
             "index": slot.index,
-            "state": slot.state,
+            "state": "restarting"
+            if slot.state == "ready" and engine is not None and engine.state == "exited"
+            else slot.state,
             "pid": engine.pid if engine is not None and live else None,
             "restarts": slot.restarts,
             "start_s": slot.start_s,
