@@ -119,6 +119,8 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     winner = selection.winner
     if winner is None:
         hint = " (simulated runs need --allow-simulated)" if selection.only_simulated_blocked() else ""
+        if all(v.candidate.extra.get("mode") == "engine" for v in selection.verdicts):
+            hint = " (a mode=engine sweep measures `katago benchmark`, not serving: promote a load sweep)"
         raise PromoteError(f"no run of sweep {sweep_id} satisfies the rule{hint}; nothing promoted")
     if winner.backend not in settings.engine.backends:
         raise PromoteError(

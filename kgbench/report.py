@@ -37,6 +37,7 @@ METRIC_COLUMNS = (
     "gpu_util_mean",
     "engine_start_s",
 )
+ENGINE_COLUMNS = ("recommended_threads", "max_visits_per_s")  # mode=engine only: shown when present
 LEVEL_SERIES = ("level_req_per_s", "concurrency (queries in flight)", "throughput (req/s)")
 ENGINE_SERIES = ("bench_visits_per_s", "search threads (katago benchmark)", "visits/s")
 
@@ -68,7 +69,7 @@ def build_table(runs: list[Run]) -> pd.DataFrame:
             "backend": tags.get("backend") or params.get("backend", ""),
         }
         row.update({_short(k): params.get(k) for k in keys})
-        row.update({m: metrics.get(m) for m in METRIC_COLUMNS})
+        row.update({m: metrics.get(m) for m in (*METRIC_COLUMNS, *ENGINE_COLUMNS)})
         row.update(
             {
                 "status": run.info.status,
@@ -82,8 +83,12 @@ def build_table(runs: list[Run]) -> pd.DataFrame:
         )
         rows.append(row)
     table = pd.DataFrame(rows)
+    for column in (*METRIC_COLUMNS, *ENGINE_COLUMNS):
+        if column in table.columns:
+            table[column] = pd.to_numeric(table[column], errors="coerce")
+    table = table.drop(columns=[c for c in ENGINE_COLUMNS if c in table.columns and table[c].isna().all()])
     if not table.empty:
-        table = table.sort_values("req_per_s", ascending=False, na_position="last", kind="stable")
+        table = table.sort_values(["req_per_s", "visits_per_s"], ascending=False, na_position="last", kind="stable")
     return table.reset_index(drop=True)
 
 

@@ -144,6 +144,7 @@ def candidates(runs: Sequence[Run]) -> list[Candidate]:
                 simulated=_flag(run, "simulated"),
                 promoted=_flag(run, "promoted"),
                 label=label_of(run, keys),
+                extra={"mode": tags.get("mode") or run.data.params.get("mode", "")},
             )
         )
     return out

@@ -198,3 +198,13 @@ def test_failed_write_keeps_old_cfg(store: Store, config_path: Path, monkeypatch
         _main(store, config_path)
     assert cfg.read_text() == "old = 1\n"
     assert sorted(p.name for p in cfg.parent.iterdir()) == ["config.yaml", "katago_serving.cfg"]
+
+
+def test_engine_mode_sweep_is_not_promotable(
+    store: Store, config_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.sweep("eng")
+    store.job("eng", "bench", backend="trt", metrics={"visits_per_s": 900.0}, tags={"mode": "engine"})
+    assert _main(store, config_path) == 1
+    err = capsys.readouterr().err
+    assert "no run of sweep eng satisfies the rule" in err and "mode=engine" in err
