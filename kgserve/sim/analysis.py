@@ -39,11 +39,12 @@ _EOF = object()
 class Search:
     req: Request
     target: float
-    rate_boost: float
+    rate_boost: float  # cache hits and run-to-run jitter
     delay: float
     done: float = 0.0
     started_sim: float = 0.0
     next_report: float | None = None
+    miss: float = 1.0  # fraction of visits that need the NN (not in the cache)
 
 
 class Engine:
@@ -161,20 +162,27 @@ class Engine:
             self.device.release(dev_e, dev_s + frac * (dev_e - dev_s))
         step = dt * frac
         self.sim_now += step
-        if self.k.fixed_rps is None:
-            self.rows += steady.evals_per_s * step
-            self.batches += steady.evals_per_s * step / max(1.0, steady.batch)
+        # NN rows per visit at this load (wasted evaluations of extra threads included); cache hits need none
+        per_visit = steady.evals_per_s / max(1e-9, steady.visits_per_search * len(self.active))
+        if self.k.fixed_rps is not None:
+            per_visit = 1.0
+        rows = 0.0
         finished = []
         for s in self.active:
             use = min(s.delay, step)
             s.delay -= use
+            before = s.done
             s.done = min(s.target, s.done + (step - use) * self._rate(steady, s))
+            rows += (s.done - before) * per_visit * s.miss
             if s.done >= s.target - 1e-6:
                 finished.append(s)
             elif s.next_report is not None and self.sim_now >= s.next_report - 1e-9:
                 if s.done >= 1:
                     self.emit(render_analysis(s.req, int(s.done), True, self.k.seed, self.perspective))
                 s.next_report += s.req.report_every or 1e30
+        self.rows += rows
+        batch = steady.batch if self.k.fixed_rps is None else min(self.p.max_batch, len(self.active))
+        self.batches += rows / max(1.0, batch)
         for s in finished:
             self._finish(s, int(s.target))
 
@@ -205,7 +213,9 @@ class Engine:
             hit = 0.85 * min(1.0, seen / target) if seen else 0.0
             fixed = self.k.fixed_rps is not None
             jitter = 0.9 + 0.2 * ((req.seq * 2654435761 + self.k.seed) % 1000) / 1000.0
-            s = Search(req, target, jitter / (1.0 - hit), 0.0 if fixed else Q0, started_sim=self.sim_now)
+            s = Search(
+                req, target, jitter / (1.0 - hit), 0.0 if fixed else Q0, started_sim=self.sim_now, miss=1.0 - hit
+            )
             if req.report_every is not None and req.first_report is not None:
                 s.next_report = self.sim_now + req.first_report
             self.active.append(s)

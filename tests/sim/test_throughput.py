@@ -206,3 +206,36 @@ def test_fixed_rps_knob(tmp_path: Path) -> None:
         sim.finish()
     finally:
         sim.kill()
+
+
+def test_repeated_position_hits_the_cache(tmp_path: Path) -> None:
+    cfg = write_cfg(tmp_path, numAnalysisThreads=1)
+    query = {
+        "moves": [["B", "Q4"]],
+        "rules": "chinese",
+        "komi": 7.5,
+        "boardXSize": 19,
+        "boardYSize": 19,
+        "maxVisits": 400,
+    }
+    sim = Sim(cfg, sim_env(4.0))
+    try:
+        sim.send('{"id":"ready","action":"query_version"}')
+        sim.readline()
+        took = []
+        for name in ("first", "again", "clear", "cold"):
+            if name == "clear":
+                sim.send('{"id":"cc","action":"clear_cache"}')
+                assert sim.readline() == {"id": "cc", "action": "clear_cache"}
+                continue
+            start = time.monotonic()
+            sim.send(json.dumps({**query, "id": name}))
+            assert sim.readline()["id"] == name
+            took.append(time.monotonic() - start)
+        run = sim.finish()
+    finally:
+        sim.kill()
+    first, again, cold = took
+    assert again < 0.5 * first and cold > 0.7 * first
+    rows = int(next(line for line in run.stderr.splitlines() if "NN rows: " in line).split("NN rows: ")[1])
+    assert 600 < rows < 900  # two cold searches (~10% transpositions hit) and one mostly cached: not 3 x 400
