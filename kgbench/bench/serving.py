@@ -19,9 +19,12 @@ import argparse
 import asyncio
 import math
 import os
+import re
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -68,9 +71,16 @@ def _cpu(pid: int) -> float:
 
 
 async def http_run(
-    load: LoadSettings, env: dict[str, str], processes: int = 1, queries: QuerySource | None = None
+    load: LoadSettings,
+    env: dict[str, str],
+    processes: int = 1,
+    queries: QuerySource | None = None,
+    cfg: Path | None = None,
 ) -> HttpRun:
-    with kgserve_running(sim_settings(processes), env) as proc:
+    settings = sim_settings(processes)
+    if cfg is not None:
+        settings = settings.model_copy(update={"engine": settings.engine.model_copy(update={"cfg": cfg})})
+    with kgserve_running(settings, env) as proc:
         assert proc.url is not None and proc.proc is not None
         pid = proc.proc.pid
         cpu0 = _cpu(pid)
@@ -165,25 +175,52 @@ async def cpu_section(load: LoadSettings) -> tuple[str, list[float]]:
     return title + "\n".join(rows) + "\n", per_request
 
 
-async def pool_section(load: LoadSettings, sizes: tuple[int, ...], speed: float, visits: int) -> str:
+SMALL_CFG = {
+    "numAnalysisThreads": 8,
+    "numSearchThreadsPerAnalysisThread": 1,
+    "nnMaxBatchSize": 8,
+    "numNNServerThreadsPerModel": 1,
+}
+
+
+def cfg_with(base: Path, overrides: dict[str, int], directory: Path) -> Path:
+    """A copy of the KataGo cfg ``base`` with ``key = value`` lines replaced (or appended)."""
+    text = base.read_text(encoding="utf-8")
+    for key, value in overrides.items():
+        line = f"{key} = {value}"
+        text, n = re.subn(rf"^\s*{re.escape(key)}\s*=.*$", line, text, flags=re.MULTILINE)
+        if n == 0:
+            text += f"\n{line}\n"
+    path = directory / "pool_bench.cfg"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+async def pool_section(
+    load: LoadSettings, sizes: tuple[int, ...], speed: float, visits: int, overrides: dict[str, int] | None
+) -> str:
     pl = replace(load, concurrency=(64,), max_visits=visits)
     rows = [
         "| engines | req/s | visits/s | p50 ms | p99 ms | speed-up vs 1 | notes |",
         "|---:|---:|---:|---:|---:|---:|---|",
     ]
     base = None
-    for n in sizes:
-        env = sim_env(None, device=f"pool{os.getpid()}-{n}", KGSERVE_SIM_SPEED=f"{speed:g}")
-        run = await http_run(pl, env, processes=n)
-        h = _head(run.result)
-        base = base or h.req_per_s
-        rows.append(
-            f"| {n} | {h.req_per_s:,.1f} | {h.visits_per_s:,.0f} | {_ms(h.p50_ms)} | {_ms(h.p99_ms)} "
-            f"| {h.req_per_s / base:.2f}x | {_flag(run.result)} |"
-        )
+    with tempfile.TemporaryDirectory(prefix="kgbench-pool-") as tmp:
+        settings = sim_settings(1)
+        cfg = cfg_with(settings.engine.cfg, overrides or {}, Path(tmp))
+        for n in sizes:
+            env = sim_env(None, device=f"pool{os.getpid()}-{n}-{len(overrides or {})}", KGSERVE_SIM_SPEED=f"{speed:g}")
+            run = await http_run(pl, env, processes=n, queries=ShapedSource({}, seed=load.seed), cfg=cfg)
+            h = _head(run.result)
+            base = base or h.req_per_s
+            rows.append(
+                f"| {n} | {h.req_per_s:,.1f} | {h.visits_per_s:,.0f} | {_ms(h.p50_ms)} | {_ms(h.p99_ms)} "
+                f"| {h.req_per_s / base:.2f}x | {_flag(run.result)} |"
+            )
+    what = ", ".join(f"{k}={v}" for k, v in (overrides or {}).items()) or "runtime/katago_serving.cfg as is"
     title = (
-        f"#### Engine pool on one shared simulated device (throughput model, KGSERVE_SIM_SPEED={speed:g}, "
-        f"maxVisits {visits}, concurrency 64, through kgserve)\n\n"
+        f"#### Engine pool on one shared simulated device ({what}; sim throughput model, "
+        f"KGSERVE_SIM_SPEED={speed:g}, maxVisits {visits}, concurrency 64, through kgserve)\n\n"
     )
     return title + "\n".join(rows) + "\n"
 
@@ -197,7 +234,8 @@ async def suite(args: argparse.Namespace) -> str:
     parts.append(await zero_cost_section(load))
     cpu_table, _ = await cpu_section(load)
     parts.append(cpu_table)
-    parts.append(await pool_section(load, tuple(args.pool), args.pool_speed, args.pool_visits))
+    parts.append(await pool_section(load, tuple(args.pool), args.pool_speed, args.pool_visits, SMALL_CFG))
+    parts.append(await pool_section(load, tuple(args.pool), args.pool_speed, args.pool_visits, None))
     parts.append(f"Suite wall time: {time.monotonic() - started:.0f} s.\n")
     return "\n".join(parts)
 
