@@ -134,3 +134,11 @@ def test_start_job_without_an_image_says_how_to_build_it(stubs: Stubs, config_co
     assert result.returncode == 1
     assert "runtime/enroot_create.pbs" in result.stderr
     assert stubs.calls("tmux") == []
+
+
+def test_create_here_builds_without_qsub(stubs: Stubs, config_copy: Path) -> None:
+    result = stubs.run([CREATE, "--here"])
+    assert result.returncode == 0, result.stderr
+    assert stubs.calls("qsub") == []
+    assert [c["args"][0] for c in stubs.calls("enroot")][-2:] == ["export", "remove"]
+    assert list((config_copy.parent / "logs").glob("enroot_create-*-here.log"))
