@@ -16,10 +16,25 @@ Steady state for `active` searches, each with T = numSearchThreadsPerAnalysisThr
   repeated positions (seen recently, LRU) skip most of their evaluations in the timed simulation;
 * each query also has a fixed overhead Q0 (setup, root evaluation latency, JSON).
 
+* device memory: BASE_GB + S x (WEIGHTS_GB + nnMaxBatchSize x ROW_GB) must fit DEVICE_MEMORY_GB (an H200's
+  141 GB) together with every other live sim process on the same device (`devmem.py`), else start-up fails with a
+  CUDA-style out-of-memory error (exit 1) and `predict_throughput` returns 0.
+
 `predict_throughput(cfg, visits, concurrency)` is the closed-loop steady state in queries per second; the timed
 simulation (`analysis.py`) advances each active search at `steady_state(...).visits_per_search` and reserves
 device time on a device shared by all sims with the same KGSERVE_SIM_DEVICE (`SharedDevice`), so several
-processes on one simulated GPU slow each other down once its busy fraction passes 100%.
+processes on one simulated GPU slow each other down once their summed busy fraction passes 100%. It stays within
+about 15% of `predict_throughput` (tests/sim/test_throughput.py).
+
+Environment knobs: KGSERVE_SIM_SPEED (simulated seconds per wall second), KGSERVE_SIM_SEED (numbers),
+KGSERVE_SIM_DEVICE (shared device name, "private" = unshared), KGSERVE_SIM_FIXED_RPS (skip this model: a fixed
+capacity in queries/s shared by the active searches; 0 = answer at once), KGSERVE_SIM_STARTUP_S (start-up time,
+a little longer for large NN caches).
+
+Calibration (loose, see tests/data/katago-reference/performance-facts.md): one search reaches ~200 visits/s
+with 1 thread and ~1,150 with 16 (batches of ~13, device < 60% busy: one process leaves a big GPU idle); a
+second server thread is worth ~1.5x at high load; many searches x few threads saturate the device at up to
+~8.5k NN rows/s (~16 queries/s of 500 visits); oversubscribing the 32 host cores and oversized batches cost throughput.
 """
 
 from __future__ import annotations
