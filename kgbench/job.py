@@ -183,6 +183,7 @@ def _execute(cfg: DictConfig, ctx: JobContext, run: tracking.JobRun, progress: J
     prepared = prepare(cfg, ctx.job_dir, ctx.label)
     run.log_params(_params(cfg, prepared))
     run.log_artifact(prepared.cfg_path)
+    run.log_artifact(prepared.kgserve_config)
     for warning in prepared.rendered.warnings:
         progress.stage(f"warning: {warning}")
     if prepared.rendered.warnings:
