@@ -93,7 +93,7 @@ def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
     if "analysis-threads" in flags:
         cfg.values.setdefault("numAnalysisThreads", flags["analysis-threads"])
     try:
-        threads = cfg.get_int("numAnalysisThreads", 1, 1, 16384)
+        threads = cfg.require_int("numAnalysisThreads", 1, 16384)
         values = {k: v for k, v in cfg.values.items()}
         params = SimParams.from_cfg({**values, "numAnalysisThreads": threads})
         defaults = Defaults(

@@ -107,3 +107,14 @@ def test_device_memory_is_shared_between_processes(tmp_path: Path) -> None:
     assert first.returncode == 0
     third = subprocess.run(sim_argv(cfg), input=b"", capture_output=True, env=env, timeout=60)
     assert third.returncode == 0, third.stderr  # freed at exit
+
+
+def test_num_analysis_threads_is_required(tmp_path: Path) -> None:
+    cfg = tmp_path / "bare.cfg"
+    cfg.write_text("maxVisits = 10\n")
+    run = _run(sim_argv(cfg))
+    assert run.returncode == 134
+    assert run.stderr == (
+        "terminate called after throwing an instance of 'IOError'\n"
+        f"  what():  Could not find key 'numAnalysisThreads' in config file {cfg}\n"
+    )
