@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kgbench.gpu import GpuSampler
-from kgbench.kgserve_proc import JobFailure, find_unused_keys, parse_nn_stats
+from kgbench.kgserve_proc import MAX_LINES, JobFailure, find_unused_keys, parse_nn_stats
 from kgbench.loadtypes import LoadResult, LoadSettings
 from kgbench.progress import JobProgress
 from kgbench.tracking import JobRun
@@ -29,7 +30,7 @@ class _LineCollector(logging.Handler):
 
     def __init__(self, path: Path) -> None:
         super().__init__(level=logging.INFO)
-        self.lines: list[str] = []
+        self.lines: deque[str] = deque(maxlen=MAX_LINES)  # the tail; the whole log is in the file
         self._file = path.open("w", encoding="utf-8")
 
     def emit(self, record: logging.LogRecord) -> None:

@@ -17,6 +17,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections import deque
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -25,6 +26,7 @@ __all__ = ["JobFailure", "KgserveProcess", "find_unused_keys", "parse_nn_stats"]
 
 _LISTEN_RE = re.compile(r"kgserve listening on (http://\S+?):(\d+)\b")
 _UNUSED_RE = re.compile(r"Unused key '([^']+)'")
+MAX_LINES = 50_000
 _NN_RE = re.compile(r"engine\[(\d+)\] stderr: .*?NN (rows|batches|avg batch size): (\S+)")
 
 
@@ -67,7 +69,7 @@ class KgserveProcess:
         self.url: str | None = None
         self.unused_keys: list[str] = []
         self.proc: subprocess.Popen[bytes] | None = None
-        self._lines: list[str] = []
+        self._lines: deque[str] = deque(maxlen=MAX_LINES)  # the tail; the whole log is in log_path
         self._lock = threading.Lock()
         self._reader: threading.Thread | None = None
         self._log: TextIO | None = None
