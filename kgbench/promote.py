@@ -112,6 +112,26 @@ def _retag(client: MlflowClient, winner: Run) -> list[str]:
     return previous
 
 
+def _write_both(
+    cfg_path: Path, old_cfg: str, new_cfg: str, config_path: Path, old_config: str, new_config: str
+) -> None:
+    """The cfg, then config.yaml; if the second write fails the first is undone (both or neither)."""
+    try:
+        atomic_write_text(cfg_path, new_cfg)
+    except OSError as exc:
+        raise PromoteError(f"cannot write {cfg_path}: {exc}; nothing changed") from exc
+    if new_config == old_config:
+        return
+    try:
+        atomic_write_text(config_path, new_config)
+    except OSError as exc:
+        if old_cfg:
+            atomic_write_text(cfg_path, old_cfg)
+        else:
+            cfg_path.unlink(missing_ok=True)
+        raise PromoteError(f"cannot write {config_path}: {exc}; {cfg_path} restored, nothing changed") from exc
+
+
 def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) -> int:
     selection, sweep_id = _select(client, args)
     print(f"rule: {RULE}" + (f" (SLO: p99 <= {args.slo_p99_ms:g} ms)" if args.slo_p99_ms is not None else ""))
@@ -159,9 +179,7 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     if args.dry_run:
         print("dry run: nothing written, no run tagged")
         return 0
-    atomic_write_text(cfg_path, new_cfg)
-    if new_config != old_config:
-        atomic_write_text(config_path, new_config)
+    _write_both(cfg_path, old_cfg, new_cfg, config_path, old_config, new_config)
     previous = _retag(client, run)
     print(f"promoted run {winner.run_id} -> {cfg_path}; engine.backend = {winner.backend} in {config_path}")
     if previous:

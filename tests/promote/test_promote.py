@@ -185,7 +185,9 @@ def test_unknown_sweep_and_missing_experiment(store: Store, config_path: Path) -
     assert _main(store, config_path, "--experiment", "other") == 1
 
 
-def test_failed_write_keeps_old_cfg(store: Store, config_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failed_write_keeps_old_cfg(
+    store: Store, config_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     _plant_main_sweep(store)
     cfg = config_path.parent / "katago_serving.cfg"
     cfg.write_text("old = 1\n")
@@ -194,10 +196,32 @@ def test_failed_write_keeps_old_cfg(store: Store, config_path: Path, monkeypatch
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError, match="disk full"):
-        _main(store, config_path)
+    assert _main(store, config_path) == 1
+    assert "disk full" in capsys.readouterr().err
     assert cfg.read_text() == "old = 1\n"
     assert sorted(p.name for p in cfg.parent.iterdir()) == ["config.yaml", "katago_serving.cfg"]
+
+
+def test_failed_config_write_restores_cfg(
+    store: Store, config_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _plant_main_sweep(store)
+    cfg = config_path.parent / "katago_serving.cfg"
+    cfg.write_text("old = 1\n")
+    before = config_path.read_text()
+    real_replace = os.replace
+
+    def fail_for_config(src: str, dst: str) -> None:
+        if Path(dst).name == "config.yaml":
+            raise OSError("read-only file system")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", fail_for_config)
+    assert _main(store, config_path, "--slo-p99-ms", "1000") == 1  # the trt run: config.yaml must change
+    assert "restored" in capsys.readouterr().err
+    assert cfg.read_text() == "old = 1\n"
+    assert config_path.read_text() == before
+    assert not [p for p in cfg.parent.iterdir() if p.name.endswith(".tmp")]
 
 
 def test_engine_mode_sweep_is_not_promotable(
