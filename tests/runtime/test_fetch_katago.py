@@ -71,3 +71,33 @@ def test_unknown_target_is_refused(stubs: Stubs, config_copy: Path) -> None:
     result = stubs.run([FETCH, "opencl"])
     assert result.returncode == 1
     assert "unknown target 'opencl'" in result.stderr
+
+
+def test_a_partial_download_resumes(stubs: Stubs, config_copy: Path, shipped: Settings) -> None:
+    assert shipped.release is not None
+    full = (stubs.mirror / shipped.release.network.name).read_bytes()
+    models = config_copy.parent / "models"
+    models.mkdir()
+    part = models / (shipped.release.network.name + ".part")
+    part.write_bytes(full[:50])
+    result = stubs.run([FETCH, "network"])
+    assert result.returncode == 0, result.stderr
+    [call] = stubs.calls("curl")
+    assert call["args"][call["args"].index("-C") + 1] == "-" and str(part) in call["args"]
+    assert (models / shipped.release.network.name).read_bytes() == full
+    assert not part.exists()
+
+
+def test_wget_is_used_when_curl_is_missing(stubs: Stubs, config_copy: Path, tmp_path: Path) -> None:
+    (stubs.bin_dir / "curl").unlink()
+    system = tmp_path / "system-without-curl"  # every program on PATH except curl
+    system.mkdir()
+    for folder in stubs.env["PATH"].split(":")[1:]:
+        for program in Path(folder).glob("*") if Path(folder).is_dir() else []:
+            link = system / program.name
+            if program.name != "curl" and not link.exists() and not link.is_symlink():
+                link.symlink_to(program)
+    result = stubs.run([FETCH, "network"], extra_env={"PATH": f"{stubs.bin_dir}:{system}"})
+    assert result.returncode == 0, result.stderr
+    [call] = stubs.calls("wget")
+    assert "-c" in call["args"] and "--progress=bar:force" in call["args"]
