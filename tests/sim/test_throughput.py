@@ -53,6 +53,9 @@ def test_shape_of_the_model() -> None:
     assert single.device_util < 0.8  # one search cannot fill the device
     assert predict_throughput({**BASE, "nnMaxBatchSize": 4096}, 500, 512) == 0.0  # does not fit the device
     assert predict_throughput(BASE, 100, 512) > 3 * predict_throughput(BASE, 500, 512)
+    as_text = {key: str(value) for key, value in BASE.items()}  # a rendered cfg's values are strings
+    assert predict_throughput(as_text, 500, 512) == predict_throughput(BASE, 500, 512)
+    assert predict_throughput(BASE, 500, 1) < predict_throughput(BASE, 500, 64) < predict_throughput(BASE, 500, 512)
 
 
 def test_shared_device_serialises_reservations() -> None:
