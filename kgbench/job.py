@@ -230,8 +230,8 @@ def run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
     except Exception as exc:
         reason = _one_line(f"{type(exc).__name__}: {exc}")
         (ctx.job_dir / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
-        run.log_artifact(ctx.job_dir / "error.txt")
     try:
+        run.log_artifact(ctx.job_dir / "error.txt")
         run.log_artifact(ctx.job_dir / "kgserve_stderr.log")
         run.finish(reason is None, reason)
     except Exception as exc:
