@@ -125,3 +125,22 @@ def test_exit_status() -> None:
     state.set_sweep_result(total=2, succeeded=0)
     assert state.exit_status() == 1
     state.reset()
+
+
+@pytest.mark.slow
+def test_an_unexpected_error_becomes_a_failed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kgbench import modes
+    from kgbench.job import JobContext, run_job
+
+    def boom(*args: object) -> float:
+        raise RuntimeError("the load generator fell over\nbadly")
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setattr(modes, "load_mode", boom)
+    outcome = run_job(composed("backend=sim"), JobContext(job_dir=tmp_path / "job", overrides=["backend=sim"]))
+    assert not outcome.ok and outcome.reason == "RuntimeError: the load generator fell over badly"
+    assert "Traceback" in (tmp_path / "job" / "error.txt").read_text()
+    run = MlflowClient(tracking.tracking_uri()).get_run(outcome.run_id or "")
+    assert run.info.status == "FAILED"
+    assert run.data.tags["kgbench.failure_reason"] == outcome.reason
+    assert run.data.tags["hydra_overrides"] == "backend=sim" and "mlflow.parentRunId" not in run.data.tags
