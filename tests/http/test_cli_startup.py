@@ -78,7 +78,9 @@ def test_unloadable_config_exits_2(tmp_path: Path) -> None:
 
 
 def test_non_loopback_bind_without_token_warns() -> None:
-    assert exposure_warning(ServerSettings(host="127.0.0.1", port=1), None) is None
-    assert exposure_warning(ServerSettings(host="0.0.0.0", port=1), "token") is None
-    warning = exposure_warning(ServerSettings(host="0.0.0.0", port=1, auth_token_env="KG_TOKEN"), None)
+    assert exposure_warning(ServerSettings.model_validate({"host": "127.0.0.1", "port": 1}), None) is None
+    assert exposure_warning(ServerSettings.model_validate({"host": "0.0.0.0", "port": 1}), "token") is None
+    warning = exposure_warning(
+        ServerSettings.model_validate({"host": "0.0.0.0", "port": 1, "auth_token_env": "KG_TOKEN"}), None
+    )
     assert warning is not None and "0.0.0.0" in warning and "KG_TOKEN" in warning

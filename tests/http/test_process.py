@@ -42,9 +42,13 @@ def wait_for(condition: Any, timeout: float, what: str) -> None:
 
 
 def start(
-    tmp_path: Path, config_writer: Any, kgserve_process: Any, env: dict[str, str] | None = None, **sections: Any
+    tmp_path: Path,
+    config_writer: Any,
+    kgserve_process: Any,
+    env: dict[str, str] | None = None,
+    sections: dict[str, Any] | None = None,
 ) -> Any:
-    sections.setdefault("limits", {"max_visits": 10_000_000})
+    sections = {"limits": {"max_visits": 10_000_000}, **(sections or {})}
     config = config_writer(tmp_path, **sections)
     process = kgserve_process(config, env)
     process.wait_listening()
@@ -60,7 +64,7 @@ def test_engine_sigkill_gives_503_then_recovers(
         config_writer,
         kgserve_process,
         {"KGSERVE_SIM_SPEED": "20"},
-        **{"engine": {"restart_backoff_initial_s": 1.0}},
+        {"engine": {"restart_backoff_initial_s": 1.0}},
     )
     try:
         (engine_pid,) = process.engine_pids()
@@ -101,7 +105,7 @@ def test_sigterm_lets_in_flight_finish_then_stops_the_engine(
     tmp_path: Path, config_writer: Any, kgserve_process: Any, process_gone: Any
 ) -> None:
     process = start(
-        tmp_path, config_writer, kgserve_process, {"KGSERVE_SIM_SPEED": "20"}, server={"grace_period_s": 20}
+        tmp_path, config_writer, kgserve_process, {"KGSERVE_SIM_SPEED": "20"}, {"server": {"grace_period_s": 20}}
     )
     engine_pids = process.engine_pids()
     assert engine_pids
@@ -130,7 +134,7 @@ def test_sigterm_lets_in_flight_finish_then_stops_the_engine(
 def test_kill_9_of_kgserve_leaves_no_engine(
     tmp_path: Path, config_writer: Any, kgserve_process: Any, process_gone: Any
 ) -> None:
-    process = start(tmp_path, config_writer, kgserve_process, **{"engine": {"processes": 2}})
+    process = start(tmp_path, config_writer, kgserve_process, None, {"engine": {"processes": 2}})
     engine_pids = process.engine_pids()
     assert len(engine_pids) == 2
     process.proc.send_signal(signal.SIGKILL)
@@ -147,7 +151,8 @@ def test_crash_loop_keeps_kgserve_up_and_not_ready(tmp_path: Path, config_writer
         tmp_path,
         config_writer,
         kgserve_process,
-        **{
+        None,
+        {
             "engine.backends.sim": {"model": str(model)},
             "engine": {"restart_backoff_initial_s": 0.2, "restart_backoff_max_s": 1.0},
         },
