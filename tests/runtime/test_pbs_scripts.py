@@ -58,7 +58,7 @@ def test_create_job_fetches_pinned_assets_builds_and_exports_the_image(
     assert subcommands == ["import", "list", "create", "start", "export", "remove"]
     assert enroot[0][-1] == f"docker://{shipped.cluster.base_image}"
     start = enroot[3]
-    assert start[start.index("--mount") + 1] == f"{REPO}:{REPO}"
+    assert start[start.index("--mount") + 1] == f"{REPO}:{REPO}:none:x-create=dir,rbind"
     assert start[-3:] == ["bash", f"{REPO}/runtime/enroot_create.pbs", "--provision"]
     assert "KG_BACKENDS=cuda trt" in start
     image = config_copy.parent / "kgbench.sqsh"
@@ -110,14 +110,14 @@ def test_start_job_mounts_repo_and_home_data_dir_and_opens_tmux_go(
     result = stubs.run([START], extra_env=job)
     assert result.returncode == 0, result.stderr
     enroot = [call["args"] for call in stubs.calls("enroot")]
-    assert enroot[1] == ["create", "--force", "--name", "kgbench", str(settings.cluster.image_path)]
+    assert enroot[1] == ["create", "--name", "kgbench", str(settings.cluster.image_path)]
     [tmux] = [call["args"] for call in stubs.calls("tmux")]
     assert tmux[:4] == ["new-session", "-A", "-s", "go"]
     container = shlex.split(tmux[6])
     assert container[:2] == ["enroot", "start"]
     mounts = [container[i + 1] for i, arg in enumerate(container) if arg == "--mount"]
     home = settings.engine.home_data_dir
-    assert mounts == [f"{REPO}:{REPO}", f"{home}:{home}"]
+    assert mounts == [f"{REPO}:{REPO}:none:x-create=dir,rbind", f"{home}:{home}:none:x-create=dir,rbind"]
     assert home.is_dir()
     assert tmux[7:] == [";", "set-option", "-t", "go", "default-command", tmux[6]]
 
@@ -127,6 +127,13 @@ def test_start_job_mounts_repo_and_home_data_dir_and_opens_tmux_go(
     assert again.returncode == 0, again.stderr
     assert [c["args"][0] for c in stubs.calls("enroot")] == ["list"]
     assert stubs.calls("tmux")[0]["args"][:4] == ["new-session", "-A", "-s", "go"]
+
+    # a rebuilt image replaces the container (enroot create refuses an existing name)
+    stubs.log.unlink()
+    settings.cluster.image_path.write_bytes(b"hsqs stub, rebuilt\n")
+    rebuilt = stubs.run([START], extra_env={**job, "STUB_ENROOT_LIST": "kgbench"})
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert [c["args"][:2] for c in stubs.calls("enroot")] == [["list"], ["remove", "--force"], ["create", "--name"]]
 
 
 def test_start_job_without_an_image_says_how_to_build_it(stubs: Stubs, config_copy: Path) -> None:
