@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,6 +19,14 @@ REPO = Path(__file__).resolve().parents[2]
 REF = REPO / "tests" / "data" / "katago-reference"
 MODEL = REPO / "assets" / "sim" / "kgsim-b40c768.bin.gz"
 BASE_CFG = (REF / "analysis.cfg").read_text()
+DEVICE_PREFIX = f"simtest-{os.getpid()}-"  # each test gets its own simulated device (no cross-talk)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _remove_device_files() -> Iterator[None]:
+    yield
+    for path in Path(tempfile.gettempdir()).glob(f"kgserve-sim-device-{DEVICE_PREFIX}*"):
+        path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -42,7 +51,7 @@ def sim_env(speed: float = 200.0, **extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         KGSERVE_SIM_SPEED=str(speed),
-        KGSERVE_SIM_DEVICE=f"test-{uuid.uuid4().hex[:8]}",
+        KGSERVE_SIM_DEVICE=f"{DEVICE_PREFIX}{uuid.uuid4().hex[:8]}",
         KGSERVE_SIM_STARTUP_S="0.01",
     )
     for key in ("KGSERVE_SIM_FIXED_RPS", "KGSERVE_SIM_SEED"):

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kgserve.sim.throughput import SharedDevice, SimParams, predict_throughput, steady_state
-from tests.sim.conftest import Sim, sim_env, write_cfg
+from tests.sim.conftest import DEVICE_PREFIX, Sim, sim_env, write_cfg
 
 BASE: dict[str, Any] = {
     "numAnalysisThreads": 64,
@@ -60,7 +60,7 @@ def test_shape_of_the_model() -> None:
 
 
 def test_shared_device_serialises_reservations() -> None:
-    name = f"unit-{uuid.uuid4().hex[:8]}"
+    name = f"{DEVICE_PREFIX}{uuid.uuid4().hex[:8]}"
     first, second = SharedDevice(name), SharedDevice(name)
     s1, e1 = first.reserve(0.5)
     s2, e2 = second.reserve(0.5)
