@@ -72,6 +72,7 @@ def build_table(runs: list[Run]) -> pd.DataFrame:
         row.update({m: metrics.get(m) for m in (*METRIC_COLUMNS, *ENGINE_COLUMNS)})
         row.update(
             {
+                "trt_cache": tags.get("kgbench.trt_cache"),
                 "status": run.info.status,
                 "simulated": tags.get("simulated") == "true",
                 "promoted": tags.get("promoted") == "true",
@@ -86,7 +87,8 @@ def build_table(runs: list[Run]) -> pd.DataFrame:
     for column in (*METRIC_COLUMNS, *ENGINE_COLUMNS):
         if column in table.columns:
             table[column] = pd.to_numeric(table[column], errors="coerce")
-    table = table.drop(columns=[c for c in ENGINE_COLUMNS if c in table.columns and table[c].isna().all()])
+    optional = (*ENGINE_COLUMNS, "trt_cache")
+    table = table.drop(columns=[c for c in optional if c in table.columns and table[c].isna().all()])
     if not table.empty:
         table = table.sort_values(["req_per_s", "visits_per_s"], ascending=False, na_position="last", kind="stable")
     return table.reset_index(drop=True)

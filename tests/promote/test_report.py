@@ -33,6 +33,7 @@ def _plant(store: Store) -> dict[str, str]:
             "rep", f"job{i}", backend=backend,
             metrics={**OK, "req_per_s": rps, "p99_ms": p99, "errors": errors, "gpu_util_mean": 50.0 + i},
             params={"katago.nnMaxBatchSize": batch, "katago.numSearchThreads": "1", "load.visits": "32"},
+            tags={"kgbench.trt_cache": "miss" if i == 0 else "hit"} if backend == "trt" else None,
             series={"level_req_per_s": levels},
         )  # fmt: skip
     return ids
@@ -63,6 +64,7 @@ def test_report_table_plots_summary_and_artifacts(
     assert list(table["req_per_s"]) == [18.0, 15.0, 12.0, 10.0]
     assert "nnMaxBatchSize" in table.columns  # swept key
     assert "numSearchThreads" not in table.columns  # same in every run: not swept
+    assert "trt_cache" in table.columns and sorted(table["trt_cache"].dropna()) == ["hit", "miss"]
     for column in ("backend", "visits_per_s", "p50_ms", "p99_ms", "errors", "nn_avg_batch_size", "gpu_util_mean"):
         assert column in table.columns
     assert table.loc[table["winner"], "run_id"].tolist() == [ids["trt64"]]  # the faster run has errors
@@ -85,7 +87,8 @@ def test_report_engine_mode_series_and_missing_sweep(store: Store, tmp_path: Pat
               series={"bench_visits_per_s": {1: 87.65, 2: 159.23, 4: 206.06, 8: 213.33}})  # fmt: skip
     out = tmp_path / "eng"
     assert report_mod.main(["--tracking-uri", store.uri, "--sweep", "eng", "--out", str(out), "--no-log"]) == 0
-    assert len(pd.read_csv(out / "runs.csv")) == 1
+    table = pd.read_csv(out / "runs.csv")
+    assert len(table) == 1 and "trt_cache" not in table.columns
     _assert_real_png(out / "throughput_vs_concurrency.png")
     assert "SIMULATED" in (out / "summary.md").read_text()
     assert report_mod.main(["--tracking-uri", store.uri, "--sweep", "absent", "--out", str(out)]) == 1
