@@ -92,6 +92,9 @@ def _select(client: MlflowClient, args: argparse.Namespace) -> tuple[Selection, 
         sweep_id = runlib.sweep_id_of(parent)
         runs = runlib.sweep_children(client, parent)
         print(f"sweep {sweep_id} (parent run {parent.info.run_id}): {len(runs)} runs")
+        if parent.info.status == "RUNNING":
+            print(f"warning: sweep {sweep_id} is still running (or was killed): its later jobs are missing",
+                  file=sys.stderr)  # fmt: skip
     if not runs:
         raise PromoteError(f"sweep {sweep_id} has no job runs")
     return choose_winner(runlib.candidates(runs), args.slo_p99_ms, args.allow_simulated), sweep_id

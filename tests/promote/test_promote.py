@@ -232,3 +232,10 @@ def test_engine_mode_sweep_is_not_promotable(
     assert _main(store, config_path) == 1
     err = capsys.readouterr().err
     assert "no run of sweep eng satisfies the rule" in err and "mode=engine" in err
+
+
+def test_running_sweep_warns(store: Store, config_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _plant_main_sweep(store)
+    store.client.update_run(store.sweeps["s1"], status="RUNNING")
+    assert _main(store, config_path, "--dry-run") == 0
+    assert "is still running" in capsys.readouterr().err
