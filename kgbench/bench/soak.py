@@ -73,6 +73,18 @@ def check_answer(body: bytes, caller_id: str, turn: int, visits: int) -> str:
     return "ok"
 
 
+def failure_kind(status: int, body: bytes) -> str:
+    """``http_<status>``, for 503 with why: the engine died under the query, or no engine was ready to take it."""
+    if status != 503:
+        return f"http_{status}"
+    text = body.decode("utf-8", "replace").lower()
+    if "could not submit" in text or "unavailable" in text or "not ready" in text:
+        return "http_503 no engine ready"
+    if "died" in text:
+        return "http_503 engine died mid-query"
+    return "http_503"
+
+
 async def _one(
     session: aiohttp.ClientSession,
     url: str,
@@ -111,8 +123,9 @@ async def _one(
         counts.failed["connection:" + type(exc).__name__] += 1
         return
     if status != 200:
-        counts.failed[f"http_{status}"] += 1
-        counts.samples.setdefault(f"http_{status}", body[:200].decode("utf-8", "replace"))
+        kind = failure_kind(status, body)
+        counts.failed[kind] += 1
+        counts.samples.setdefault(kind, body[:200].decode("utf-8", "replace"))
         return
     verdict = check_answer(body, caller_id, turn, visits)
     if verdict == "ok":
@@ -179,10 +192,12 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
             done.set()
             await killer
         elapsed = time.monotonic() - started
-        for _ in range(150):  # let the last restart settle (at most 15 s) before reading RSS
+        settle = time.monotonic()
+        while time.monotonic() - settle < 15.0:  # let the last restart settle before reading RSS
             if len(engine_pids(proc, True)) == args.processes:
                 break
             await asyncio.sleep(0.1)
+        settled_s = time.monotonic() - settle
         pids1 = engine_pids(proc)
         rss_end = {"kgserve": rss_mb(kg_pid), "engines": [rss_mb(p) for p in pids1]}
         _, ready = proc.get_json("/readyz")
@@ -191,6 +206,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "counts": counts,
         "elapsed_s": elapsed,
+        "settled_s": settled_s,
         "rss_start": rss_start,
         "rss_end": rss_end,
         "restarts": [e.get("restarts") for e in ready.get("engines") or []],
@@ -219,7 +235,10 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         ("cross-delivered", f"{c.cross_delivered}"),
         ("unaccounted", f"{report['unaccounted']}"),
         ("engine SIGKILLs / restarts seen", f"{len(c.kills)} / {report['restarts']}"),
-        ("all engines ready at the end", "yes" if report["ready_at_end"] else "NO"),
+        (
+            "all engines ready at the end",
+            f"{'yes' if report['ready_at_end'] else 'NO'} (waited {report['settled_s']:.1f} s after the last request)",
+        ),
         ("RSS kgserve start → end", f"{_mb(report['rss_start']['kgserve'])} → {_mb(report['rss_end']['kgserve'])}"),
         ("RSS engines start → end", f"{_mb(report['rss_start']['engines'])} → {_mb(report['rss_end']['engines'])}"),
         ("wall time", f"{report['elapsed_s']:.1f} s ({c.sent / max(report['elapsed_s'], 1e-9):.0f} req/s)"),

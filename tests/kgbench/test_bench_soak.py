@@ -16,6 +16,14 @@ def test_check_answer_detects_cross_delivery() -> None:
     assert soak.check_answer(b'{"id":"c1","isDuringSearch":true}\n', "c1", 7, 12) == "truncated"
 
 
+def test_failure_kinds() -> None:
+    assert soak.failure_kind(429, b"busy") == "http_429"
+    died = b'{"error":"engine died before finishing this query (engine[0] exited (killed by signal 9))"}'
+    assert soak.failure_kind(503, died) == "http_503 engine died mid-query"
+    busy = b'{"error":"engine unavailable: kgserve could not submit this query (0 of 1 ready; engine[0] exited)"}'
+    assert soak.failure_kind(503, busy) == "http_503 no engine ready"
+
+
 def test_request_plan_collides_ids_but_not_fingerprints() -> None:
     moves = [["B", "A1"]] * 220
     plans = [soak.expected_request(i, moves, 8) for i in range(2000)]
