@@ -169,10 +169,29 @@ async def cpu_section(load: LoadSettings) -> tuple[str, list[float]]:
             f"| {label} | {run.mean_bytes:,.0f} | {run.answered:,} | {run.kgserve_cpu_s:.2f} | {us:,.0f} "
             f"| {one_core:,.0f} | {one_core / ASSUMED_ENGINE_RPS:.1f}x |"
         )
+    modelled = modelled_engine_rps()
+    note = (
+        f"\nHeadroom = req/s kgserve serves on one core / engine req/s. Against the sim's model of the real target "
+        f"(H200, runtime/katago_serving.cfg, maxVisits 50, 256 in flight: {modelled:,.0f} req/s) it is "
+        + " and ".join(f"{1e6 / us / modelled:.0f}x" for us in per_request if us and modelled)
+        + " (1 KB, 12 KB responses).\n"
+    )
     title = (
         "#### kgserve CPU per request (kgserve process only, engines excluded; zero-cost engine, concurrency 32)\n\n"
     )
-    return title + "\n".join(rows) + "\n", per_request
+    return title + "\n".join(rows) + "\n" + note, per_request
+
+
+def modelled_engine_rps(visits: int = 50, concurrency: int = 256) -> float:
+    """The sim's throughput model for runtime/katago_serving.cfg (its stand-in for one H200)."""
+    from kgserve.sim.throughput import predict_throughput
+
+    cfg: dict[str, str | int] = {}
+    for line in sim_settings(1).engine.cfg.read_text(encoding="utf-8").splitlines():
+        key, sep, value = line.split("#", 1)[0].partition("=")
+        if sep and value.strip():
+            cfg[key.strip()] = value.strip()
+    return predict_throughput(cfg, visits, concurrency)
 
 
 SMALL_CFG = {
