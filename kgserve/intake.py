@@ -85,6 +85,8 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
         item = _classify(line)
         checked = check_query(item, limits) if isinstance(item, Query) else item
         if isinstance(checked, CheckedQuery):
+            if checked.silent:
+                continue
             queries.append(checked.query)
             if checked.clamped:
                 clamped.append(checked.query.caller_id)
@@ -93,7 +95,7 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
     _note(request, queries=len(queries), rejected=len(rejections))
     headers = {"x-visits-clamped": str(limits.max_visits)} if clamped else {}
     if not queries:
-        return plain_ndjson(400, rejections, headers)
+        return plain_ndjson(400 if rejections else 200, rejections, headers)
     if ctx.pool is None:
         return refusal(503, "kgserve: the engine pool is not running", {"retry-after": str(RETRY_AFTER_S)})
     if not ctx.admission.try_acquire(len(queries)):

@@ -8,6 +8,9 @@ Everything here is decided before a query reaches the engine, and is visible to 
 - `maxVisits` over `limits.max_visits` -> an error line for that query naming the cap (`reject`), or the
   query runs with `maxVisits` = the cap and the response carries `X-Visits-Clamped` (`clamp`);
 - `analyzeTurns` longer than `limits.max_turns_per_query` -> an error line for that query;
+- `analyzeTurns: []`: KataGo analyses no turn and writes no line at all for such a query, so nothing could
+  tell when it is finished: kgserve does not send it and it contributes no line to the response (so a
+  KataGo error for an otherwise invalid query with no turns is not reported either);
 - the request deadline is `limits.deadline_s`, or less when the client sends `X-Deadline-Ms`.
 """
 
@@ -78,11 +81,14 @@ class Admission:
 class CheckedQuery:
     query: Query
     clamped: bool = False
+    silent: bool = False  # KataGo writes nothing at all for it (`analyzeTurns: []`): not sent to the engine
 
 
 def check_query(query: Query, limits: LimitsSettings) -> CheckedQuery | Rejected:
     """Apply the per-query caps: an error line naming the cap, or the (possibly clamped) query."""
     turns = query.body.get("analyzeTurns")
+    if isinstance(turns, list) and not turns:
+        return CheckedQuery(query, silent=True)
     if isinstance(turns, list) and len(turns) > limits.max_turns_per_query:
         message = (
             f"kgserve: analyzeTurns has {len(turns)} entries, over the limit of "

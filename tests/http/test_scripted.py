@@ -263,3 +263,15 @@ async def _until(condition: Any, within: float = 10.0) -> None:
     async with asyncio.timeout(within):
         while not condition():  # noqa: ASYNC110
             await asyncio.sleep(0.01)
+
+
+async def test_query_without_turns_is_answered_by_nothing(
+    settings_factory: Any, serve: Any, scripted_pool: Any
+) -> None:
+    app = create_app(settings_factory(), pool_factory=lambda s: scripted_pool)
+    async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=10) as client:
+        alone = await client.post("/analysis", content=body(analyzeTurns=[]))
+        mixed = await client.post("/analysis", content=body(id="none", analyzeTurns=[]) + b"\n" + body(id="one"))
+    assert alone.status_code == 200 and alone.content == b""
+    assert mixed.status_code == 200 and [line["id"] for line in lines(mixed)] == ["one"]
+    assert [s.query.caller_id for s in scripted_pool.streams] == ["one"]

@@ -76,7 +76,10 @@ def test_each_error_line_posted_alone(server: Any, index: int) -> None:
 def test_request_id_metrics_and_readyz(server: Any) -> None:
     response = post(server.url, ERRORS_IN[UNKNOWN_FIELD], **{"X-Request-ID": "req-42"})
     assert response.headers["x-request-id"] == "req-42"
-    assert any("request id=req-42 POST /analysis status=200" in line for line in server.stderr)
+    end = time.monotonic() + 10  # the line is logged after the last byte is sent: give the reader thread time
+    while not any("request id=req-42 POST /analysis status=200" in line for line in server.stderr):
+        assert time.monotonic() < end, "no access log line for request req-42"
+        time.sleep(0.05)
     readyz = httpx.get(server.url + "/readyz", timeout=10).json()
     assert readyz["ready"] is True and readyz["backend"] == "sim" and readyz["simulated"] is True
     assert "sim" in readyz["katago_version"]
