@@ -105,6 +105,7 @@ class AnalysisResponse(Response):
         self._send: Send | None = None
         self._status: int | None = None
         self._extra_headers: list[tuple[bytes, bytes]] = []
+        self._unavailable = False  # no engine could take a query (starting, restarting)
 
     # -- sending -----------------------------------------------------------------------------------------
     async def _start(self, status: int) -> None:
@@ -158,6 +159,7 @@ class AnalysisResponse(Response):
         try:
             return self.pool.submit(query)
         except Exception as exc:
+            self._unavailable = True
             events.put_nowait(("died", index, f"engine unavailable: kgserve could not submit this query ({exc})"))
             return None
 
@@ -240,6 +242,8 @@ class AnalysisResponse(Response):
             self._record(gone=gone, died=died, deadline_hit=deadline_hit, analysis=analysis)
 
     async def _flush(self, status: int, buffered: list[bytes]) -> None:
+        if status == 503:
+            self._extra_headers.append((b"retry-after", b"1"))
         await self._start(status)
         if buffered:
             await self._body(b"".join(line + b"\n" for line in buffered))
@@ -258,7 +262,7 @@ class AnalysisResponse(Response):
         if gone:
             outcome = "disconnect"
         elif died:
-            outcome = "engine_died"
+            outcome = "unavailable" if self._unavailable else "engine_died"
         elif deadline_hit:
             outcome = "deadline"
         else:

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from kgserve.analysis import AnalysisResponse, PoolLike, plain_ndjson, refusal
@@ -69,6 +69,9 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
         body = await read_limited(request.headers.get("content-length"), request.stream(), limits.max_body_bytes)
     except BodyTooLarge as exc:
         return refusal(413, f"kgserve: {exc} (limits.max_body_bytes)")
+    except ClientDisconnect:
+        request.state.outcome = "disconnect"  # gone before its body arrived: nothing to answer
+        return Response(status_code=400)
     lines = split_body(body)
     if not lines:
         return refusal(400, "kgserve: empty request body: send one JSON query or JSON lines")

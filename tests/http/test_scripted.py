@@ -147,7 +147,7 @@ async def test_not_ready_pool_is_503(settings_factory: Any, serve: Any, scripted
         readyz = await client.get("/readyz")
         scripted_pool.ready = True
         readyz_after = await client.get("/readyz")
-    assert response.status_code == 503
+    assert response.status_code == 503 and response.headers["retry-after"] == "1"
     assert "no engine is ready" in lines(response)[0]["error"]
     assert readyz.status_code == 503 and readyz.json()["reason"] == "engine 0 is restarting"
     assert readyz.json()["engines"][0]["last_stderr"] == ["x"]
@@ -275,3 +275,20 @@ async def test_query_without_turns_is_answered_by_nothing(
     assert alone.status_code == 200 and alone.content == b""
     assert mixed.status_code == 200 and [line["id"] for line in lines(mixed)] == ["one"]
     assert [s.query.caller_id for s in scripted_pool.streams] == ["one"]
+
+
+async def test_client_gone_before_its_body_arrived(settings_factory: Any, serve: Any, scripted_pool: Any) -> None:
+    app = create_app(settings_factory(), pool_factory=lambda s: scripted_pool)
+    async with serve(app) as url:
+        port = int(url.rsplit(":", 1)[1])
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b'POST /analysis HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"id":')
+        await writer.drain()
+        await asyncio.sleep(0.2)
+        writer.close()
+        async with httpx.AsyncClient(base_url=url) as client:
+            await asyncio.sleep(0.3)
+            metrics = (await client.get("/metrics")).text
+    assert 'kgserve_requests_total{outcome="disconnect"} 1.0' in metrics
+    assert 'outcome="error"' not in metrics
+    assert scripted_pool.streams == []
