@@ -101,8 +101,9 @@ def test_engine_sigkill_gives_503_then_recovers(
         process.stop()
 
 
-def test_sigterm_lets_in_flight_finish_then_stops_the_engine(
-    tmp_path: Path, config_writer: Any, kgserve_process: Any, process_gone: Any
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_signal_lets_in_flight_finish_then_stops_the_engine(
+    tmp_path: Path, config_writer: Any, kgserve_process: Any, process_gone: Any, signum: int
 ) -> None:
     process = start(
         tmp_path, config_writer, kgserve_process, {"KGSERVE_SIM_SPEED": "20"}, {"server": {"grace_period_s": 20}}
@@ -118,7 +119,11 @@ def test_sigterm_lets_in_flight_finish_then_stops_the_engine(
     )
     thread.start()
     wait_for(lambda: "kgserve_inflight_queries 1.0" in httpx.get(process.url + "/metrics").text, 20, "in flight")
-    process.proc.send_signal(signal.SIGTERM)
+    process.proc.send_signal(signum)
+    time.sleep(0.5)
+    assert thread.is_alive(), "the query was too short to be in flight during the shutdown"
+    with pytest.raises(httpx.ConnectError):  # no longer accepting
+        httpx.get(process.url + "/healthz", timeout=5)
     thread.join(40)
     assert process.proc.wait(40) == 0, "\n".join(process.stderr[-30:])
     (response,) = results
