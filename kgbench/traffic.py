@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DIRS = (REPO_ROOT / "assets" / "analysis" / "inputs", REPO_ROOT / "tests" / "data" / "katago-reference" / "samples" / "inputs")
+DEFAULT_DIRS = (
+    REPO_ROOT / "assets" / "analysis" / "inputs",
+    REPO_ROOT / "tests" / "data" / "katago-reference" / "samples" / "inputs",
+)
 DEFAULT_KOMI_OFFSETS = (-1.0, -0.5, 0.0, 0.5, 1.0)
 COLUMNS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"  # GTP: no I
 # Keys of a sample query that describe the analysed position, not the request; dropped from generated queries.
