@@ -34,7 +34,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from kgserve.limits import Admission
-from kgserve.protocol import Query, Rejected, dump_compact, error_line, line_kind, locate_id
+from kgserve.protocol import Query, dump_compact, error_line, line_kind, locate_id
 from kgserve.querystream import EngineDied
 
 __all__ = [
@@ -45,7 +45,6 @@ __all__ = [
     "is_analysis_line",
     "plain_ndjson",
     "refusal",
-    "split_items",
 ]
 
 NDJSON = "application/x-ndjson"
@@ -279,8 +278,3 @@ def refusal(status: int, message: str, headers: Mapping[str, str] | None = None)
     """kgserve's own refusal of a whole request, as one ndjson error line."""
     return plain_ndjson(status, [error_line(message)], headers)
 
-
-def split_items(items: Sequence[Query | Rejected]) -> tuple[list[Query], list[bytes]]:
-    queries = [item for item in items if isinstance(item, Query)]
-    rejections = [item.error_line for item in items if isinstance(item, Rejected)]
-    return queries, rejections

@@ -24,7 +24,7 @@ from kgserve.limits import Admission
 from kgserve.metrics import Metrics
 from kgserve.provenance import read_provenance
 from kgserve.routes import router
-from kgserve.settings import Settings
+from kgserve.settings import Settings, load_settings
 
 __all__ = ["PoolFactory", "create_app", "default_pool_factory"]
 
@@ -43,7 +43,10 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
-def create_app(settings: Settings, *, pool_factory: PoolFactory | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | None = None) -> FastAPI:
+    """The app for `settings` (default: runtime/config.yaml, so `uvicorn --factory kgserve.app:create_app`
+    works too). `pool_factory` replaces the engine pool (tests)."""
+    settings = settings if settings is not None else load_settings()
     admission = Admission(settings.limits.max_inflight_queries)
     ctx = ServeContext(settings=settings, admission=admission)
     metrics = Metrics(

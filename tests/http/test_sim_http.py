@@ -80,6 +80,8 @@ def test_request_id_metrics_and_readyz(server: Any) -> None:
     while not any("request id=req-42 POST /analysis status=200" in line for line in server.stderr):
         assert time.monotonic() < end, "no access log line for request req-42"
         time.sleep(0.05)
+    (logged,) = [line for line in server.stderr if "request id=req-42 " in line]  # once
+    assert "outcome=ok" in logged and "latency_ms=" in logged and "queries=1" in logged
     readyz = httpx.get(server.url + "/readyz", timeout=10).json()
     assert readyz["ready"] is True and readyz["backend"] == "sim" and readyz["simulated"] is True
     assert "sim" in readyz["katago_version"]
