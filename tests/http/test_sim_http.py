@@ -127,7 +127,7 @@ MOVES = _grid_moves(70)
 
 
 def _concurrent_query(k: int) -> tuple[str, tuple[int, int], bytes]:
-    caller_id = "shared" if k % 2 == 0 else f"own-{k}"
+    caller_id = "shared" if k % 2 == 0 else f"kgq{k}"  # the other half looks like internal ids
     turns = (k % 25, 25 + k // 25)  # unique per request among the 1,000
     query = {
         "id": caller_id,
