@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import glob
 import os
 import platform
 import socket
@@ -18,7 +19,16 @@ import yaml
 from kgbench.kgserve_proc import KgserveProcess
 from kgserve.settings import Settings, load_settings
 
-__all__ = ["engine_pids", "kgserve_running", "machine_line", "rss_mb", "sim_env", "sim_settings", "write_config"]
+__all__ = [
+    "cleanup_devices",
+    "engine_pids",
+    "kgserve_running",
+    "machine_line",
+    "rss_mb",
+    "sim_env",
+    "sim_settings",
+    "write_config",
+]
 
 
 def sim_settings(processes: int = 1, config: Path | None = None, min_ready: int | None = None) -> Settings:
@@ -26,6 +36,9 @@ def sim_settings(processes: int = 1, config: Path | None = None, min_ready: int 
     settings = load_settings(config).with_overrides(backend="sim", port=0, host="127.0.0.1")
     engine = settings.engine.model_copy(update={"processes": processes, "min_ready": min_ready})
     return settings.model_copy(update={"engine": engine})
+
+
+_DEVICES: set[str] = set()  # simulated device names handed out by sim_env (their state files live in $TMPDIR)
 
 
 def sim_env(fixed_rps: float | None = None, device: str | None = None, **extra: str) -> dict[str, str]:
@@ -36,8 +49,20 @@ def sim_env(fixed_rps: float | None = None, device: str | None = None, **extra: 
     else:
         env.pop("KGSERVE_SIM_FIXED_RPS", None)
     env["KGSERVE_SIM_DEVICE"] = device or f"bench{os.getpid()}"
+    _DEVICES.add(env["KGSERVE_SIM_DEVICE"])
     env.update(extra)
     return env
+
+
+def cleanup_devices() -> None:
+    """Remove the sim's state files of the devices sim_env named (after every engine using them stopped)."""
+    tmp = Path(tempfile.gettempdir())
+    for name in sorted(_DEVICES):
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        for path in tmp.glob(f"kgserve-sim-device-{glob.escape(safe)}.*"):
+            with contextlib.suppress(OSError):
+                path.unlink()
+    _DEVICES.clear()
 
 
 def write_config(settings: Settings, directory: Path, *, max_inflight: int = 4096) -> Path:

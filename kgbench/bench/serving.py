@@ -29,7 +29,7 @@ from typing import Any
 
 import psutil
 
-from kgbench.bench.common import kgserve_running, machine_line, sim_env, sim_settings
+from kgbench.bench.common import cleanup_devices, kgserve_running, machine_line, sim_env, sim_settings
 from kgbench.direct import open_pool, run_direct
 from kgbench.loadgen import run_load
 from kgbench.loadtypes import LevelSummary, LoadResult, LoadSettings
@@ -270,7 +270,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    print(asyncio.run(suite(parse_args(argv))))
+    try:
+        print(asyncio.run(suite(parse_args(argv))))
+    finally:
+        cleanup_devices()
     return 0
 
 

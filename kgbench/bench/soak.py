@@ -28,7 +28,15 @@ from typing import Any
 
 import aiohttp
 
-from kgbench.bench.common import engine_pids, kgserve_running, machine_line, rss_mb, sim_env, sim_settings
+from kgbench.bench.common import (
+    cleanup_devices,
+    engine_pids,
+    kgserve_running,
+    machine_line,
+    rss_mb,
+    sim_env,
+    sim_settings,
+)
 from kgbench.traffic import load_games
 
 
@@ -270,7 +278,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    report = asyncio.run(soak(args))
+    try:
+        report = asyncio.run(soak(args))
+    finally:
+        cleanup_devices()
     print(render(report, args))
     c: SoakCounts = report["counts"]
     return 0 if not c.lost and not c.cross_delivered and report["unaccounted"] == 0 else 1
