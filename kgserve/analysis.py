@@ -21,11 +21,14 @@ What the client sees (also in the README's HTTP section):
   line `{"id":"<caller id>","warning":"kgserve: request deadline of N ms exceeded; ..."}` at the end.
   If the engine does not answer a terminate within TERMINATE_GRACE_S, the query ends with an error line.
 - Client disconnect, at any point: `terminate` for every unfinished query of the request, at once.
+- Shutdown: a request still running when server.grace_period_s is over gets 503 (or, after a 200 status
+  line, appended lines) `{"error":"kgserve is shutting down: this query was terminated","id":...}`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 from collections.abc import AsyncIterable, Mapping, Sequence
 from typing import Any, Protocol
@@ -105,6 +108,7 @@ class AnalysisResponse(Response):
         self._status: int | None = None
         self._extra_headers: list[tuple[bytes, bytes]] = []
         self._unavailable = False  # no engine could take a query (starting, restarting)
+        self._cancelled = False
 
     # -- sending -----------------------------------------------------------------------------------------
     async def _start(self, status: int) -> None:
@@ -229,6 +233,12 @@ class AnalysisResponse(Response):
                 await self._body(b"", more=False)
         except _ClientGone:
             gone = True
+        except asyncio.CancelledError:
+            # uvicorn cancels what outlives the shutdown grace period; it would answer a 500 for a response
+            # not yet started, so end the response here (503 + a line per unfinished query) and let the
+            # task finish: the cancellation has done its job.
+            self._cancelled = True
+            await self._shutdown_reply(sorted(pending), buffered)
         finally:
             for timer in timers:
                 timer.cancel()
@@ -248,6 +258,18 @@ class AnalysisResponse(Response):
             await self._body(b"".join(line + b"\n" for line in buffered))
             buffered.clear()
 
+    async def _shutdown_reply(self, unfinished: list[int], buffered: list[bytes]) -> None:
+        lines = [
+            error_line("kgserve is shutting down: this query was terminated", caller_id=self.queries[index].caller_id)
+            for index in unfinished
+        ]
+        with contextlib.suppress(Exception):
+            if self._status is None:
+                await self._flush(503, [*buffered, *lines])
+            else:
+                await self._body(b"".join(line + b"\n" for line in lines))
+            await self._body(b"", more=False)
+
     async def _deadline_notes(self, cut: list[int]) -> None:
         millis = round(self.deadline_s * 1000)
         for index in cut:
@@ -258,7 +280,9 @@ class AnalysisResponse(Response):
             await self._body(dump_compact(note).encode("utf-8") + b"\n")
 
     def _record(self, *, gone: bool, died: bool, deadline_hit: bool, analysis: bool) -> None:
-        if gone:
+        if self._cancelled:
+            outcome = "cancelled"
+        elif gone:
             outcome = "disconnect"
         elif died:
             outcome = "unavailable" if self._unavailable else "engine_died"
@@ -277,4 +301,3 @@ def plain_ndjson(status: int, lines: Sequence[bytes], headers: Mapping[str, str]
 def refusal(status: int, message: str, headers: Mapping[str, str] | None = None) -> Response:
     """kgserve's own refusal of a whole request, as one ndjson error line."""
     return plain_ndjson(status, [error_line(message)], headers)
-

@@ -182,3 +182,35 @@ def test_crash_loop_keeps_kgserve_up_and_not_ready(tmp_path: Path, config_writer
         assert process.proc.poll() is None
     finally:
         process.stop()
+
+
+def test_shutdown_cuts_what_outlives_the_grace_period(
+    tmp_path: Path, config_writer: Any, kgserve_process: Any, process_gone: Any
+) -> None:
+    process = start(
+        tmp_path, config_writer, kgserve_process, {"KGSERVE_SIM_SPEED": "20"}, {"server": {"grace_period_s": 1}}
+    )
+    engine_pids = process.engine_pids()
+    results: list[httpx.Response] = []
+
+    def client() -> None:
+        results.append(httpx.post(process.url + "/analysis", content=long_query("endless"), timeout=60))
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    wait_for(lambda: "kgserve_inflight_queries 1.0" in httpx.get(process.url + "/metrics").text, 20, "in flight")
+    stopped_at = time.monotonic()
+    process.proc.send_signal(signal.SIGTERM)
+    assert process.proc.wait(30) == 0, "\n".join(process.stderr[-30:])
+    assert time.monotonic() - stopped_at < 10
+    thread.join(10)
+    (response,) = results
+    assert response.status_code == 503
+    assert json.loads(response.content) == {
+        "error": "kgserve is shutting down: this query was terminated",
+        "id": "endless",
+    }
+    wait_for(lambda: all(process_gone(pid) for pid in engine_pids), 10, "the engine to exit")
+    assert any("outcome=cancelled" in line for line in process.stderr)
+    assert not any("Exception in ASGI application" in line for line in process.stderr)
+    process.stop()
