@@ -158,6 +158,7 @@ class QuerySource:
             for s in range(symmetries)
             for k in range(len(self.komi_offsets))
         ]
+        self._full: dict[tuple[int, int], dict[str, Any]] = {}
         self._order: list[int] = []
         self._seen: set[int] = set()
         self.sent = 0
@@ -176,8 +177,16 @@ class QuerySource:
         return f"{self.games[pos.game].name}:{pos.prefix}:s{pos.symmetry}:k{self.komi_offsets[pos.komi_index]:+g}"
 
     def query(self, pos: Position) -> dict[str, Any]:
+        """Same as ``build_query``, from a per-(game, symmetry) cache of the transformed full game (cheap)."""
         game = self.games[pos.game]
-        return build_query(game, pos.prefix, pos.symmetry, game.komi + self.komi_offsets[pos.komi_index])
+        full = self._full.get((pos.game, pos.symmetry))
+        if full is None:
+            full = build_query(game, len(game.moves), pos.symmetry, game.komi)
+            self._full[(pos.game, pos.symmetry)] = full
+        body = dict(full)
+        body["moves"] = full["moves"][: pos.prefix]
+        body["komi"] = game.komi + self.komi_offsets[pos.komi_index]
+        return body
 
     def next(self) -> tuple[str, dict[str, Any]]:
         if not self._order:

@@ -9,6 +9,7 @@ import pytest
 
 from kgbench.traffic import (
     DEFAULT_DIRS,
+    Position,
     QuerySource,
     load_games,
     parse_vertex,
@@ -112,3 +113,20 @@ def test_same_seed_same_order() -> None:
 def test_empty_dir_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no sample queries"):
         load_games([tmp_path])
+
+
+def test_cached_queries_equal_built_queries() -> None:
+    from kgbench.traffic import build_query
+
+    src = QuerySource.from_dirs(seed=9)
+    for _ in range(300):
+        key, body = src.next()
+        name, prefix, sym, komi = key.split(":")
+        game = next(g for g in src.games if g.name == name)
+        expected = build_query(game, int(prefix), int(sym[1:]), game.komi + float(komi[1:]))
+        assert body == expected
+    game = src.games[0]
+    pos = Position(0, game.prefixes - 1, 3, 0)
+    src.query(pos)["moves"].append(["B", "A1"])  # a caller appending to a body's moves must not corrupt the cache
+    src.query(pos)["komi"] = 99
+    assert src.query(pos) == build_query(game, game.prefixes - 1, 3, game.komi + src.komi_offsets[0])
