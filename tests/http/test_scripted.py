@@ -292,3 +292,21 @@ async def test_client_gone_before_its_body_arrived(settings_factory: Any, serve:
     assert 'kgserve_requests_total{outcome="disconnect"} 1.0' in metrics
     assert 'outcome="error"' not in metrics
     assert scripted_pool.streams == []
+
+
+async def test_readyz_shows_the_promote_provenance(
+    settings_factory: Any, serve: Any, scripted_pool: Any, tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from kgserve.provenance import render_header
+
+    cfg = tmp_path / "katago_serving.cfg"
+    cfg.write_text(render_header({"run_id": "abc123", "backend": "sim"}, "numAnalysisThreads = 4\n") + "# edited\n")
+    settings = settings_factory()
+    settings = settings.model_copy(update={"engine": settings.engine.model_copy(update={"cfg": cfg})})
+    app = create_app(settings, pool_factory=lambda s: scripted_pool)
+    with caplog.at_level("INFO", logger="kgserve"):
+        async with serve(app) as url, httpx.AsyncClient(base_url=url) as client:
+            document = (await client.get("/readyz")).json()
+    assert document["cfg"] == str(cfg)
+    assert document["provenance"]["run_id"] == "abc123" and document["provenance"]["modified"] is True
+    assert any("edited after promotion" in record.getMessage() for record in caplog.records)
