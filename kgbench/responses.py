@@ -6,6 +6,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+_DECODER = json.JSONDecoder()
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -36,6 +38,15 @@ def final_visits(lines: Sequence[bytes]) -> tuple[int | None, str | None]:
     last = next((ln for ln in reversed(lines) if ln.strip()), None)
     if last is None:
         return None, "bad_response"
+    # fast path (the load generator must stay cheap): decode only the rootInfo object of a 10-100 KB line
+    idx = last.rfind(b'"rootInfo":')
+    if idx >= 0 and b'"isDuringSearch":false' in last:
+        try:
+            root, _ = _DECODER.raw_decode(last[idx + 11 :].decode("utf-8"))
+        except ValueError:
+            return None, "bad_response"
+        visits = root.get("visits") if isinstance(root, dict) else None
+        return (int(visits) if isinstance(visits, int | float) else None), None
     try:
         doc = json.loads(last)
     except ValueError:

@@ -102,6 +102,17 @@ def test_response_outcomes() -> None:
     assert final_visits([b'{"id":"a","error":"x"}']) == (None, "engine_error")
     assert final_visits([b"not json"]) == (None, "bad_response")
     assert final_visits([]) == (None, "bad_response")
+    assert final_visits(
+        [b'{"id":"a","isDuringSearch":false,"rootInfo":{"visits":7,"winrate":0.5},"turnNumber":3}']
+    ) == (
+        7,
+        None,
+    )
+    assert final_visits([b'{"id":"a","isDuringSearch":false,"rootInfo":{"visits":7,']) == (None, "bad_response")
+    assert final_visits([b'{"id":"a","isDuringSearch":false,"noResults":true,"turnNumber":3}']) == (
+        None,
+        "bad_response",
+    )
     assert outcome_from_response(200, partial + final).visits == 42
     assert outcome_from_response(200, partial + final).nbytes == len(partial + final)
     assert outcome_from_response(429, b"x").error == "overload"
