@@ -32,7 +32,7 @@ from kgbench.loadtypes import (
 from kgbench.responses import Outcome, outcome_from_response
 from kgbench.traffic import QuerySource
 
-Target = str | HttpTarget | DirectTarget
+Target = str | HttpTarget | DirectTarget | Any  # Any: a started kgserve.pool.EnginePool
 
 __all__ = [
     "DirectTarget",
@@ -307,7 +307,10 @@ async def run_levels(
 async def run_load(
     target: Target, load: LoadSettings, queries: QuerySource, progress: Progress | None = None
 ) -> LoadResult:
-    """Run every level of ``load`` against ``target``: a str (HTTP base URL), HttpTarget or DirectTarget."""
+    """Run every level of ``load`` against ``target``: a str (HTTP base URL), HttpTarget, DirectTarget, or a
+    started EnginePool itself (anything with ``submit``)."""
+    if not isinstance(target, str | HttpTarget | DirectTarget) and hasattr(target, "submit"):
+        target = DirectTarget(target)
     if isinstance(target, DirectTarget):
         from kgbench.direct import DirectSender
 

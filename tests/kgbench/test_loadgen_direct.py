@@ -67,6 +67,13 @@ async def test_direct_levels_and_metrics() -> None:
     assert ok and all(r.status == 200 and r.visits == 9 and r.bytes > 50 for r in ok)
 
 
+async def test_a_bare_pool_is_a_direct_target() -> None:
+    pool = FakePool()
+    load = LoadSettings(concurrency=(2,), warmup_s=0.1, window_s=0.2, min_windows=1, max_windows=1)
+    res = await run_load(pool, load, QuerySource.from_dirs())
+    assert res.transport == "direct" and pool.queries and res.levels[0].req_per_s > 0
+
+
 @pytest.mark.parametrize(("mode", "kind", "status"), [("down", "unavailable", 503), ("died", "unavailable", 503)])
 async def test_direct_engine_failures(mode: str, kind: str, status: int) -> None:
     out = await DirectSender(FakePool(mode), 1.0).send("x", {"moves": [], "rules": "tromp-taylor", "maxVisits": 5})
