@@ -193,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tracking-uri", default=None, help="default: MLFLOW_TRACKING_URI or sqlite:///<repo>/mlflow.db")
     p.add_argument("--no-log", action="store_true", help="do not log the report to the parent run")
     args = p.parse_args(argv)
-    client = runlib.make_client(args.tracking_uri)
     try:
+        client = runlib.make_client(args.tracking_uri)
         parent = runlib.find_sweep(client, args.experiment, args.sweep)
     except runlib.SweepNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)

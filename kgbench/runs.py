@@ -49,7 +49,14 @@ def default_tracking_uri() -> str:
 
 
 def make_client(tracking_uri: str | None = None) -> MlflowClient:
-    return MlflowClient(tracking_uri=tracking_uri or default_tracking_uri())
+    """A client for the store; a local sqlite store that does not exist yet raises SweepNotFound
+    (reading must not create an empty database as a side effect)."""
+    uri = tracking_uri or default_tracking_uri()
+    if uri.startswith("sqlite:///"):
+        db = Path(uri.removeprefix("sqlite:///"))
+        if not db.exists():
+            raise SweepNotFound(f"no MLflow store at {db}: run a sweep first (python -m kgbench -m ...)")
+    return MlflowClient(tracking_uri=uri)
 
 
 def _experiment_ids(client: MlflowClient, experiment: str | None) -> list[str]:

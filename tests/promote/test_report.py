@@ -97,3 +97,10 @@ def test_report_engine_mode_series_and_missing_sweep(store: Store, tmp_path: Pat
 def test_pareto_front() -> None:
     points = [(800.0, 12.0), (900.0, 15.0), (700.0, 10.0), (1000.0, 14.0), (900.0, 11.0)]
     assert pareto_front(points) == [(700.0, 10.0), (800.0, 12.0), (900.0, 15.0)]
+
+
+def test_missing_store_is_not_created(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    uri = f"sqlite:///{tmp_path / 'absent.db'}"
+    assert report_mod.main(["--tracking-uri", uri, "--out", str(tmp_path / "r")]) == 1
+    assert "no MLflow store" in capsys.readouterr().err
+    assert not (tmp_path / "absent.db").exists()
