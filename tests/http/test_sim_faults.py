@@ -4,10 +4,12 @@ terminated, and a short query afterwards is as fast as on an idle engine."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import statistics
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,12 +17,18 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
+REPO = Path(__file__).resolve().parents[2]
 BASE = {"rules": "chinese", "komi": 7.5, "boardXSize": 19, "boardYSize": 19}
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve_process: Any) -> Iterator[Any]:
-    config = config_writer(tmp_path_factory.mktemp("kgserve"), limits={"max_visits": 10_000_000})
+    directory = tmp_path_factory.mktemp("kgserve")
+    # few analysis threads: searches nobody terminates would make a later query wait behind them
+    serving_cfg = (REPO / "runtime" / "katago_serving.cfg").read_text(encoding="utf-8")
+    cfg = directory / "serving.cfg"
+    cfg.write_text(re.sub(r"(?m)^numAnalysisThreads\s*=.*$", "numAnalysisThreads = 8", serving_cfg), encoding="utf-8")
+    config = config_writer(directory, limits={"max_visits": 10_000_000}, engine={"cfg": str(cfg)})
     process = kgserve_process(config, {"KGSERVE_SIM_SPEED": "20"})
     process.wait_listening()
     process.wait_ready()
