@@ -69,6 +69,10 @@ def test_dropped_clients_terminate_their_searches(server: Any) -> None:
         time.sleep(0.05)
     assert metric(server.url, "kgserve_inflight_queries") == 50
     assert metric(server.url, "kgserve_engine_outstanding_visits") >= 50 * 1_000_000
+    # the setup has teeth: while those searches run, a short query cannot finish in time
+    short = json.dumps({"id": "short", "moves": [["B", "Q4"]], "maxVisits": 20, **BASE}).encode()
+    blocked = httpx.post(server.url + "/analysis", content=short, headers={"X-Deadline-Ms": "1000"}, timeout=30)
+    assert blocked.headers.get("x-deadline-exceeded") == "true"
     for sock in sockets:
         sock.close()
     end = time.monotonic() + 10
