@@ -153,7 +153,7 @@ class ClusterSettings(_Strict):
 class Settings(_Strict):
     server: ServerSettings
     engine: EngineSettings
-    limits: LimitsSettings = LimitsSettings()
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     release: ReleaseSettings | None = None
     cluster: ClusterSettings | None = None
     source: Path | None = Field(None, exclude=True)  # the file these settings came from
