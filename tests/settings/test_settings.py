@@ -60,7 +60,7 @@ def test_unknown_key_names_the_key_and_the_file(tmp_path: Path) -> None:
 
 def test_wrong_type_names_the_key(tmp_path: Path) -> None:
     path = tmp_path / "config.yaml"
-    path.write_text(DEFAULT_CONFIG_PATH.read_text().replace("max_inflight_queries: 512", "max_inflight_queries: lots"))
+    path.write_text(DEFAULT_CONFIG_PATH.read_text().replace("max_inflight_queries: 2048", "max_inflight_queries: lots"))
     with pytest.raises(ConfigError, match=r"limits\.max_inflight_queries"):
         load_settings(path)
 
