@@ -13,17 +13,9 @@ import os
 import tempfile
 from pathlib import Path
 
+from kgserve.procutil import pid_alive as _alive
+
 __all__ = ["DeviceMemory"]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class DeviceMemory:
