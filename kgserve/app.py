@@ -22,6 +22,7 @@ from kgserve.auth import TokenAuth, token_from_env
 from kgserve.intake import ServeContext
 from kgserve.limits import Admission
 from kgserve.metrics import Metrics
+from kgserve.pool import cfg_max_visits
 from kgserve.provenance import read_provenance
 from kgserve.routes import router
 from kgserve.settings import Settings, load_settings
@@ -48,7 +49,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     works too). `pool_factory` replaces the engine pool (tests)."""
     settings = settings if settings is not None else load_settings()
     admission = Admission(settings.limits.max_inflight_queries)
-    ctx = ServeContext(settings=settings, admission=admission)
+    ctx = ServeContext(settings=settings, admission=admission, cfg_visits=cfg_max_visits(settings.engine.cfg))
     metrics = Metrics(
         status=lambda: ctx.pool.status() if ctx.pool is not None else None,
         inflight=lambda: admission.inflight,

@@ -39,6 +39,7 @@ class ServeContext:
     settings: Settings
     admission: Admission
     pool: PoolLike | None = None
+    cfg_visits: int | None = None  # the served cfg's maxVisits (None: it sets none)
     provenance: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -86,7 +87,7 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
     clamped: list[str] = []
     for line in lines:
         item = _classify(line)
-        checked = check_query(item, limits) if isinstance(item, Query) else item
+        checked = check_query(item, limits, ctx.cfg_visits) if isinstance(item, Query) else item
         if isinstance(checked, CheckedQuery):
             if checked.silent:
                 continue

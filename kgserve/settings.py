@@ -165,9 +165,7 @@ class Settings(_Strict):
         if backend is not None:
             engine.backend_settings(backend)  # fails clearly if not configured
             engine = engine.model_copy(update={"backend": backend})
-        server = self.server.model_copy(
-            update={k: v for k, v in {"port": port, "host": host}.items() if v is not None}
-        )
+        server = self.server.model_copy(update={k: v for k, v in {"port": port, "host": host}.items() if v is not None})
         return self.model_copy(update={"engine": engine, "server": server})
 
 
