@@ -45,6 +45,13 @@ class ServerSettings(_Strict):
     auth_token_env: str | None = None
     grace_period_s: float = Field(30.0, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    # what a connection may do (kgserve.httpguard, docs/http-limits.md)
+    max_header_bytes: int = Field(16384, ge=1024, le=1 << 20)  # request line + headers
+    header_timeout_s: float = Field(10.0, gt=0)  # connection open / first byte of a request -> headers complete
+    body_timeout_s: float = Field(30.0, gt=0)  # headers complete -> body complete
+    keep_alive_timeout_s: float = Field(30.0, gt=0)  # idle between requests
+    send_timeout_s: float = Field(30.0, gt=0)  # a client that takes none of the response for this long is dropped
+    max_response_buffer_bytes: int = Field(4 << 20, ge=65536)  # response bytes kgserve holds for one slow client
 
 
 class BackendSettings(_Strict):
@@ -101,6 +108,7 @@ class LimitsSettings(_Strict):
     visits_over_cap: Literal["reject", "clamp"] = "reject"
     max_queries_per_request: int = Field(256, ge=1)
     max_turns_per_query: int = Field(1000, ge=1)
+    terminate_grace_s: float = Field(2.0, gt=0)  # after a deadline: how long to wait for KataGo's last lines
 
 
 class ReleaseNetwork(_Strict):
