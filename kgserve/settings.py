@@ -71,6 +71,8 @@ class EngineSettings(_Strict):
     restart_backoff_initial_s: float = Field(0.5, gt=0)
     restart_backoff_max_s: float = Field(30.0, gt=0)
     stderr_tail_lines: int = Field(50, ge=1, le=10000)
+    liveness_interval_s: float = Field(10.0, gt=0)  # how often a ready engine is asked query_version
+    liveness_timeout_s: float = Field(30.0, gt=0)  # no answer in this long: the engine is killed and restarted
     backends: dict[str, BackendSettings]
 
     @field_validator("backends")
