@@ -78,8 +78,12 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
             log.info("engine pool closed")
 
     app = FastAPI(title="kgserve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    # no redirect from /analysis/ to /analysis: Starlette builds the Location from the client's Host header
+    app.router.redirect_slashes = False
+    auth = TokenAuth(token_from_env(settings.server))
     app.state.kgserve = ctx
     app.state.metrics = metrics
+    app.state.auth = auth
     app.include_router(router)
-    app.add_middleware(AccessMiddleware, metrics=metrics, auth=TokenAuth(token_from_env(settings.server)))
+    app.add_middleware(AccessMiddleware, metrics=metrics, auth=auth)
     return app
