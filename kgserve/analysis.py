@@ -103,7 +103,7 @@ class AnalysisResponse(Response):
         state: Any,
         headers: Mapping[str, str] | None = None,
         terminate_grace_s: float = TERMINATE_GRACE_S,
-        buffer_limit: int = 4 << 20,
+        buffer_limit: int = 1 << 20,
         send_timeout_s: float = 30.0,
     ) -> None:
         # no super().__init__: that would declare a Content-Length; this body is streamed (chunked)

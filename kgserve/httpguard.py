@@ -20,6 +20,9 @@ Idle keep-alive connections are closed by uvicorn after `keep_alive_timeout_s`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -119,6 +122,15 @@ class GuardedH11Protocol(H11Protocol):
 
     def _stalled(self) -> None:
         self._stall_timer = None
+        self._reset()
+
+    def _reset(self) -> None:
+        """Drop the connection with a TCP reset: a plain close would keep what the client did not read in
+        the kernel's send buffer (and the client would see nothing until it read it all)."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         self.transport.abort()
 
     # -- protocol events -----------------------------------------------------------------------------
@@ -155,7 +167,7 @@ class GuardedH11Protocol(H11Protocol):
             self._head_bytes = 0
             self._head_tail = b""
             extensions = cycle.scope.setdefault("extensions", {})
-            extensions[CONNECTION_EXTENSION] = {"abort": self.transport.abort}
+            extensions[CONNECTION_EXTENSION] = {"abort": self._reset}
             if cycle.more_body:
                 self._arm(self.limits.body_timeout_s, self._body_timeout)
             else:

@@ -10,7 +10,6 @@ client instead of buffering more.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 
 from starlette.types import Message, Send
 
@@ -21,47 +20,48 @@ class Outbox:
     def __init__(self, send: Send, limit: int) -> None:
         self._send = send
         self.limit = limit
-        self.waiting_bytes = 0
         self.sent_messages = 0  # progress, for a caller that watches for a stalled client
         self.finished = False  # the last message is out
-        self._queue: deque[Message] = deque()
+        self._start: Message | None = None
+        # one growing buffer, not a queue of small chunks: freed in one piece, it leaves no heap fragments
+        self._buffer = bytearray()
+        self._in_flight = 0  # bytes handed to send() and not yet taken by the transport
+        self._end = False
         self._ready = asyncio.Event()
 
+    @property
+    def waiting_bytes(self) -> int:
+        return len(self._buffer) + self._in_flight
+
     def put_start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
-        self._put({"type": "http.response.start", "status": status, "headers": headers})
+        self._start = {"type": "http.response.start", "status": status, "headers": headers}
+        self._ready.set()
 
     def put_body(self, chunk: bytes, *, more: bool = True) -> bool:
         """Queue a body chunk; False when the client is now over the limit (the chunk is queued all the same)."""
-        self.waiting_bytes += len(chunk)
-        self._put({"type": "http.response.body", "body": chunk, "more_body": more})
+        self._buffer += chunk
+        self._end = self._end or not more
+        self._ready.set()
         return self.waiting_bytes <= self.limit
 
-    def _put(self, message: Message) -> None:
-        self._queue.append(message)
-        self._ready.set()
-
-    def _next(self) -> Message:
-        message = self._queue.popleft()
-        if message["type"] != "http.response.body" or not message["more_body"]:
-            return message
-        chunks = [message["body"]]
-        more = True
-        while more and self._queue and self._queue[0]["type"] == "http.response.body":
-            following = self._queue.popleft()
-            chunks.append(following["body"])
-            more = following["more_body"]
-        return {"type": "http.response.body", "body": b"".join(chunks), "more_body": more}
-
     async def run(self) -> None:
-        """Send everything put here, in order, until the last body message is out."""
+        """Send the status line, then the body as it comes, until the last body message is out."""
+        while self._start is None:
+            self._ready.clear()
+            await self._ready.wait()
+        await self._send(self._start)
+        self.sent_messages += 1
         while True:
-            while not self._queue:
+            while not self._buffer and not self._end:
                 self._ready.clear()
                 await self._ready.wait()
-            message = self._next()
-            await self._send(message)
+            data = bytes(self._buffer)
+            self._buffer.clear()
+            last = self._end
+            self._in_flight = len(data)
+            await self._send({"type": "http.response.body", "body": data, "more_body": not last})
+            self._in_flight = 0
             self.sent_messages += 1
-            self.waiting_bytes -= len(message.get("body", b""))
-            if message["type"] == "http.response.body" and not message["more_body"]:
+            if last:
                 self.finished = True
                 return

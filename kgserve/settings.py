@@ -51,7 +51,7 @@ class ServerSettings(_Strict):
     body_timeout_s: float = Field(30.0, gt=0)  # headers complete -> body complete
     keep_alive_timeout_s: float = Field(30.0, gt=0)  # idle between requests
     send_timeout_s: float = Field(30.0, gt=0)  # a client that takes none of the response for this long is dropped
-    max_response_buffer_bytes: int = Field(4 << 20, ge=65536)  # response bytes kgserve holds for one slow client
+    max_response_buffer_bytes: int = Field(1 << 20, ge=65536)  # response bytes kgserve holds for one slow client
 
 
 class BackendSettings(_Strict):
