@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 import aiohttp
 
 from kgbench.bench.common import cleanup_devices, kgserve_running, machine_line, rss_mb, sim_env, sim_settings
-from kgbench.kgserve_proc import KgserveProcess
+from kgbench.targets.kgserve_process import KgserveProcess
 
 PROBE = b'{"id":"probe","moves":[],"rules":"chinese","komi":7.5,"boardXSize":9,"boardYSize":9,"maxVisits":5}'
 HOG = {
