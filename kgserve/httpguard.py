@@ -131,6 +131,9 @@ class GuardedH11Protocol(H11Protocol):
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.disconnected = True  # now, not when connection_lost runs: the app may return at once
+            self.cycle.message_event.set()
         self.transport.abort()
 
     # -- protocol events -----------------------------------------------------------------------------

@@ -88,3 +88,32 @@ def test_never_reading_clients_are_dropped_and_free_their_slots(server: Any) -> 
     finally:
         for sock in hogs:
             sock.close()
+
+
+def test_sigterm_with_never_reading_clients_exits_cleanly(
+    tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve_process: Any
+) -> None:
+    # a buffer big enough that kgserve does not drop them first: the shutdown meets blocked sends
+    server = {"grace_period_s": 1, "max_response_buffer_bytes": 64 << 20, "send_timeout_s": 120}
+    config = config_writer(tmp_path_factory.mktemp("kgserve"), server=server)
+    process = kgserve_process(config, {"KGSERVE_SIM_SPEED": "1"})
+    hogs: list[socket.socket] = []
+    try:
+        process.wait_listening()
+        process.wait_ready()
+        port = int(process.url.rsplit(":", 1)[1])
+        hogs = [never_reading_client(port, f"term{k}") for k in range(3)]
+        end = time.monotonic() + 30
+        while gauge(process.url, "kgserve_inflight_queries") < 3:
+            assert time.monotonic() < end
+            time.sleep(0.1)
+        time.sleep(12)  # the sim's partial lines fill the socket buffers: kgserve's sends now block
+        process.stop()  # SIGTERM: the grace period runs out while the clients still read nothing
+        assert process.proc.returncode == 0
+        assert not any("Traceback" in line for line in process.stderr), "\n".join(process.stderr[-40:])
+        cut = [line for line in process.stderr if "request id=term" in line]
+        assert len(cut) == 3 and all("outcome=cancelled" in line for line in cut), cut
+    finally:
+        for sock in hogs:
+            sock.close()
+        process.stop()
