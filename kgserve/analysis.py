@@ -197,7 +197,8 @@ class AnalysisResponse(Response):
     # -- the exchange ------------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         loop = asyncio.get_running_loop()
-        outbox = self._outbox = Outbox(send, self.buffer_limit)
+        # HTTP/1.0 has no chunked encoding: such a client gets the whole response at the end, with a length
+        outbox = self._outbox = Outbox(send, self.buffer_limit, whole=scope.get("http_version") == "1.0")
         events: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue()
         sender = asyncio.create_task(outbox.run())
         sender.add_done_callback(lambda _: events.put_nowait(("sent", -1, None)))

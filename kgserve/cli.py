@@ -113,12 +113,11 @@ class _Server(uvicorn.Server):
 
 
 def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
-    """uvicorn's config for kgserve: the guarded h11 protocol (kgserve.httpguard) and server.* timeouts."""
+    """uvicorn's config for kgserve: the guarded protocol (kgserve.httpguard) and server.* timeouts."""
     server = settings.server
     return uvicorn.Config(
         app,
         http=guarded_protocol(ConnectionLimits.from_settings(server)),
-        h11_max_incomplete_event_size=server.max_header_bytes,
         log_config=None,
         access_log=False,
         lifespan="on",

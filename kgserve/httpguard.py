@@ -1,20 +1,23 @@
-"""uvicorn's h11 protocol with the connection limits uvicorn lacks (server.* in runtime/config.yaml).
+"""uvicorn's httptools protocol with the connection limits uvicorn lacks (server.* in runtime/config.yaml).
 
 uvicorn bounds nothing a client sends before a request is complete: no time limit for headers or a
-body, and with httptools no header size limit. `guarded_protocol(limits)` is an h11 protocol class
-(h11 also frames responses to HTTP/1.0 clients correctly: no chunked encoding, close-delimited) that:
+body, and with httptools (its fast parser, kept here) no header size limit. `guarded_protocol(limits)`
+is a protocol class for uvicorn.Config(http=...) that:
 
 - closes a connection whose request headers are not complete `header_timeout_s` after it opened, or
   after the first byte of a later request (408 when part of a request came, nothing when none did);
-- answers 400 and closes when a request's line and headers pass `max_header_bytes`;
+- answers 400 and closes when a request's line and headers pass `max_header_bytes` (counted here, on
+  the bytes received, pipelined requests included, before the parser buffers them);
 - answers 408 and closes when a body is not complete `body_timeout_s` after its headers; the app
   sees a disconnect (and `scope["state"]["kgserve_timeout"] == "body"`);
-- aborts a connection whose client has taken none of the response for `send_timeout_s` (the
+- resets a connection whose client has taken none of the response for `send_timeout_s` (the
   transport's buffer stays above its high-water mark): its app sees a disconnect, and nothing waits
   on a blocked send any more;
 - offers the app `scope["extensions"]["kgserve.connection"]["abort"]`, to drop a client at once.
 
-Idle keep-alive connections are closed by uvicorn after `keep_alive_timeout_s`.
+Idle keep-alive connections are closed by uvicorn after `keep_alive_timeout_s`. (h11 would add its own
+header bound and HTTP/1.0 framing, but costs about 140 µs more CPU per request: kgserve.analysis frames
+HTTP/1.0 responses itself.)
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from kgserve.settings import ServerSettings
 
-__all__ = ["CONNECTION_EXTENSION", "ConnectionLimits", "abort_connection", "guarded_protocol"]
+__all__ = ["CONNECTION_EXTENSION", "ConnectionLimits", "GuardedProtocol", "abort_connection", "guarded_protocol"]
 
 CONNECTION_EXTENSION = "kgserve.connection"
 _HEAD_END = b"\r\n\r\n"
@@ -72,7 +75,7 @@ def _plain(template: bytes, text: str) -> bytes:
     return template % (len(body), body)
 
 
-class GuardedH11Protocol(H11Protocol):
+class GuardedProtocol(HttpToolsProtocol):
     limits = ConnectionLimits()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -95,8 +98,12 @@ class GuardedH11Protocol(H11Protocol):
             self._guard_timer = None
 
     def _idle(self) -> bool:
-        """No request in progress: the next bytes are a new request's head."""
+        """No request in progress (its response is complete): the connection waits for a new request."""
         return self.cycle is None or self.cycle.response_complete
+
+    def _in_head(self) -> bool:
+        """The current request is fully received: the next bytes are a new (maybe pipelined) request's head."""
+        return self.cycle is None or not self.cycle.more_body
 
     def _header_timeout(self) -> None:
         self._guard_timer = None
@@ -138,11 +145,10 @@ class GuardedH11Protocol(H11Protocol):
 
     # -- protocol events -----------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
-        if self._idle():
-            if self._guard_timer is None:  # the first byte of a request after a keep-alive pause
-                self._arm(self.limits.header_timeout_s, self._header_timeout)
-            if self._head_too_large(data):
-                return
+        if self._idle() and self._guard_timer is None:  # the first byte of a request after a keep-alive pause
+            self._arm(self.limits.header_timeout_s, self._header_timeout)
+        if self._in_head() and self._head_too_large(data):
+            return
         super().data_received(data)
         self._follow()
 
@@ -161,7 +167,7 @@ class GuardedH11Protocol(H11Protocol):
         return False
 
     def _follow(self) -> None:
-        """After h11 has handled events: a new request started, or its body is complete."""
+        """After the parser has run: a new request's headers are complete, or its body is."""
         cycle = self.cycle
         if cycle is None:
             return
@@ -201,6 +207,6 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
 
-def guarded_protocol(limits: ConnectionLimits) -> type[GuardedH11Protocol]:
+def guarded_protocol(limits: ConnectionLimits) -> type[GuardedProtocol]:
     """The protocol class for uvicorn.Config(http=...), with these limits."""
-    return type("KgserveH11Protocol", (GuardedH11Protocol,), {"limits": limits})
+    return type("KgserveProtocol", (GuardedProtocol,), {"limits": limits})

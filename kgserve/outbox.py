@@ -2,9 +2,10 @@
 
 The request's event loop (kgserve.analysis) never awaits a send, so a client that stops reading cannot
 hold back its deadline, its disconnect or its terminates: the loop puts ASGI messages here and goes on.
-`run()` (a task) sends them in order, joining body chunks that queued up meanwhile. `put_body` returns
-False once the bytes waiting (queued plus the write in progress) pass `limit`: the caller then drops the
-client instead of buffering more.
+`run()` (a task) sends them in order, joining body chunks that queued up meanwhile. For an HTTP/1.0
+client (which cannot read a chunked body) it holds the whole response and sends it with a Content-Length.
+`put_body` returns False once the bytes waiting (queued plus the write in progress) pass `limit`: the
+caller then drops the client instead of buffering more.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ __all__ = ["Outbox"]
 
 
 class Outbox:
-    def __init__(self, send: Send, limit: int) -> None:
+    def __init__(self, send: Send, limit: int, *, whole: bool = False) -> None:
         self._send = send
         self.limit = limit
+        self.whole = whole  # hold everything, then send it with a Content-Length (HTTP/1.0: no chunked)
         self.sent_messages = 0  # progress, for a caller that watches for a stalled client
         self.finished = False  # the last message is out
         self._start: Message | None = None
@@ -46,9 +48,12 @@ class Outbox:
 
     async def run(self) -> None:
         """Send the status line, then the body as it comes, until the last body message is out."""
-        while self._start is None:
+        while self._start is None or (self.whole and not self._end):
             self._ready.clear()
             await self._ready.wait()
+        if self.whole:
+            length = (b"content-length", str(len(self._buffer)).encode("ascii"))
+            self._start = {**self._start, "headers": [*self._start["headers"], length]}
         await self._send(self._start)
         self.sent_messages += 1
         while True:

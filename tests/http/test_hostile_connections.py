@@ -76,7 +76,10 @@ async def test_oversized_headers_are_refused_and_closed(settings_factory: Any, s
         head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200_000 + b"\r\n\r\n"
         received, closed = await exchange(port, head)
         trickled, trickle_closed = await exchange(port, head[:3000], head[3000:6000], pause_s=0.05)
+        # after a complete request on the same connection (pipelined): counted all the same
+        pipelined, pipelined_closed = await exchange(port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" + head)
     assert received.startswith(b"HTTP/1.1 400 ") and closed, received[:200]
+    assert pipelined.startswith(b"HTTP/1.1 200 ") and b"HTTP/1.1 400 " in pipelined and pipelined_closed
     assert b"server.max_header_bytes" in received
     assert trickled.startswith(b"HTTP/1.1 400 ") and trickle_closed
 
