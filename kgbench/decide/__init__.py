@@ -1,1 +1,2 @@
-"""Deciding what to serve from a sweep: selection, promotion, the cfg and runtime files it writes."""
+"""Stage 4, deciding: read a sweep back from MLflow, choose the winner, promote it into the serving config
+(`python -m kgbench.promote`), report on a sweep (`python -m kgbench.report`)."""

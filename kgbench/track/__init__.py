@@ -1,1 +1,1 @@
-"""Tracking a sweep in MLflow: the store, the runs, how the experiment shows in `mlflow ui`."""
+"""Stage 3, tracking: MLflow runs of a sweep and its jobs, GPU sampling, the plots of one run, the sweep summary."""

@@ -8,8 +8,7 @@ from collections.abc import Iterator
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kgbench import tracking
-from kgbench.track import mlflow_ui
+from kgbench.track import mlflow_ui, tracking
 
 
 @pytest.fixture(scope="module")

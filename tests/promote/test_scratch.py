@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import kgserve.settings
-from kgbench import promote as promote_mod
+from kgbench.decide import promote as promote_mod
 from kgbench.decide import scratch
 from kgserve.provenance import read_provenance
 from kgserve.settings import load_settings
