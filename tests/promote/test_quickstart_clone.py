@@ -68,6 +68,7 @@ def _argv(step: str) -> list[str]:
     return [PY, *argv[1:]]
 
 
+@pytest.mark.timeout(900)  # a sweep, a promote and a kgserve start: a minute alone, far more on a loaded machine
 def test_readme_first_command_leaves_a_clean_checkout(tmp_path: Path) -> None:
     if not (REPO / ".git").exists():
         pytest.skip("not a git checkout")
