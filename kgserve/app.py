@@ -18,6 +18,7 @@ from fastapi import FastAPI
 
 from kgserve.access import AccessMiddleware
 from kgserve.analysis import PoolLike
+from kgserve.apidocs import docs_routes
 from kgserve.auth import TokenAuth, token_from_env
 from kgserve.intake import ServeContext
 from kgserve.limits import Admission
@@ -80,10 +81,13 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     app = FastAPI(title="kgserve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     # no redirect from /analysis/ to /analysis: Starlette builds the Location from the client's Host header
     app.router.redirect_slashes = False
-    auth = TokenAuth(token_from_env(settings.server))
+    token = token_from_env(settings.server)
+    auth = TokenAuth(token)
     app.state.kgserve = ctx
     app.state.metrics = metrics
     app.state.auth = auth
     app.include_router(router)
+    if settings.server.docs:
+        app.router.routes.extend(docs_routes(settings, auth=token is not None))
     app.add_middleware(AccessMiddleware, metrics=metrics, auth=auth)
     return app

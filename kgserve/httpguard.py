@@ -34,7 +34,14 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from kgserve.settings import ServerSettings
 
-__all__ = ["CONNECTION_EXTENSION", "ConnectionLimits", "GuardedProtocol", "abort_connection", "guarded_protocol"]
+__all__ = [
+    "CONNECTION_EXTENSION",
+    "ConnectionLimits",
+    "GuardedProtocol",
+    "abort_connection",
+    "body_timeout_text",
+    "guarded_protocol",
+]
 
 CONNECTION_EXTENSION = "kgserve.connection"
 _HEAD_END = b"\r\n\r\n"
@@ -68,6 +75,15 @@ def abort_connection(scope: Any) -> bool:
     abort: Callable[[], None] = extension["abort"]
     abort()
     return True
+
+
+def _body_timeout_message(seconds: float) -> str:
+    return f"request body not complete within {seconds:g}s (server.body_timeout_s)"
+
+
+def body_timeout_text(server: ServerSettings) -> str:
+    """The 408 body a client gets when its request body is late (documented in kgserve.openapi)."""
+    return _body_timeout_message(server.body_timeout_s)
 
 
 def _plain(template: bytes, text: str) -> bytes:
@@ -121,8 +137,7 @@ class GuardedProtocol(HttpToolsProtocol):
             return
         cycle.scope["state"]["kgserve_timeout"] = "body"
         if not cycle.response_started:
-            message = f"request body not complete within {self.limits.body_timeout_s:g}s (server.body_timeout_s)"
-            self.transport.write(_plain(_REQUEST_TIMEOUT, message))
+            self.transport.write(_plain(_REQUEST_TIMEOUT, _body_timeout_message(self.limits.body_timeout_s)))
         cycle.disconnected = True  # the app's receive says http.disconnect, its sends are dropped
         cycle.message_event.set()
         self.transport.close()

@@ -45,6 +45,7 @@ class ServerSettings(_Strict):
     auth_token_env: str | None = None
     grace_period_s: float = Field(30.0, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    docs: bool = True  # GET /docs (Swagger UI) and /openapi.json; false: both 404 (kgserve.apidocs)
     # what a connection may do (kgserve.httpguard, docs/http-limits.md)
     max_header_bytes: int = Field(16384, ge=1024, le=1 << 20)  # request line + headers
     header_timeout_s: float = Field(10.0, gt=0)  # connection open / first byte of a request -> headers complete

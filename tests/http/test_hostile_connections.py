@@ -20,6 +20,7 @@ import pytest
 
 from kgserve.analysis import _failure_text
 from kgserve.app import create_app
+from kgserve.openapi import build_openapi
 from kgserve.querystream import EngineDied
 
 QUERY = b'{"id":"q","moves":[],"rules":"chinese","komi":7.5,"boardXSize":9,"boardYSize":9,"maxVisits":10}'
@@ -101,13 +102,14 @@ async def test_incomplete_body_gets_408(
     settings_factory: Any, serve: Any, scripted_pool: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="kgserve.access")
-    async with tight_server(settings_factory, serve, scripted_pool) as (url, port, _app):
+    async with tight_server(settings_factory, serve, scripted_pool) as (url, port, app):
         head = b"POST /analysis HTTP/1.1\r\nHost: x\r\nX-Request-ID: slowbody\r\nContent-Length: 1000\r\n\r\n{"
         received, closed = await exchange(port, head)
         async with httpx.AsyncClient(base_url=url) as client:
             metrics = (await client.get("/metrics")).text
     assert received.startswith(b"HTTP/1.1 408 ") and closed, received[:200]
-    assert b"server.body_timeout_s" in received
+    documented = build_openapi(app.state.kgserve.settings)["paths"]["/analysis"]["post"]["responses"]["408"]
+    assert received.endswith(documented["content"]["text/plain"]["example"].encode())
     assert any("id=slowbody" in r.message and "outcome=body_timeout" in r.message for r in caplog.records)
     assert scripted_pool.streams == []
     assert "kgserve_inflight_queries 0.0" in metrics
