@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kgbench.enginebench import parse_benchmark_output, run_engine_benchmark
+from kgbench.enginebench.parse import parse_benchmark_output
+from kgbench.enginebench.run import run_engine_benchmark
 from tests.katago.conftest import TIER_CFG, RealKatago
 
 pytestmark = [pytest.mark.katago, pytest.mark.slow]
