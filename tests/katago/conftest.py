@@ -76,10 +76,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def real_katago() -> RealKatago:
+    problem = ""
     try:
         found = katago_from_env()
     except ValueError as exc:
-        pytest.fail(str(exc), pytrace=False)
+        problem, found = str(exc), None
+    if problem:
+        pytest.fail(problem, pytrace=False)
     if found is None:
         pytest.skip(SKIP_REASON)
     return found

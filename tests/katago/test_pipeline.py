@@ -90,7 +90,7 @@ def test_eigen_sweep_promote_serve(tmp_path: Path, real_katago: RealKatago) -> N
         assert data.tags["model_file"] == real_katago.model.name and "sim" not in data.tags["katago_version"]
         assert data.metrics["req_per_s"] > 0 and data.metrics["errors"] == 0
         assert data.metrics["nn_rows"] > 0 and data.metrics["engine_start_s"] > 0
-        assert data.params["katago.numAnalysisThreads"] == "4" and data.params["load.window_s"] == "4.0"
+        assert data.params["katago.numAnalysisThreads"] == "4" and data.params["load.window_s"] == "5.0"
     stable = [
         r for r in jobs if r.data.tags["kgbench.unstable"] == "false" and r.data.tags["kgbench.invalid"] == "false"
     ]
