@@ -1,5 +1,6 @@
 """mode=engine against the real engine: kgbench renders the GTP-style benchmark cfg, runs a real
-`katago benchmark` and parses what it printed (tests/kgbench/test_enginebench.py parses a recording of it)."""
+`katago benchmark` and parses what it printed (tests/kgbench/test_enginebench.py parses a recording of it),
+directly and through `python -m kgbench mode=engine` into MLflow."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from kgbench.enginebench.parse import parse_benchmark_output
 from kgbench.enginebench.run import run_engine_benchmark
-from tests.katago.conftest import TIER_CFG, RealKatago
+from tests.katago.conftest import TIER_CFG, RealKatago, tier_config
+from tests.kgbench.test_kgbench_cli import client_for, run_kgbench, runs_by_role
 
 pytestmark = [pytest.mark.katago, pytest.mark.slow]
 
@@ -44,3 +46,20 @@ def test_real_katago_benchmark_is_parsed(tmp_path: Path, real_katago: RealKatago
     # what was parsed is what KataGo printed, and the rendered cfg left KataGo nothing to complain about
     assert parse_benchmark_output((tmp_path / "benchmark.stdout.log").read_text()) == result
     assert "Unused key" not in bench.stdout + bench.stderr
+
+
+def test_mode_engine_sweep_logs_the_real_benchmark(tmp_path: Path, real_katago: RealKatago) -> None:
+    """The same through `python -m kgbench backend=eigen mode=engine`: one MLflow run of real figures."""
+    config = tier_config(tmp_path, real_katago)
+    code, out = run_kgbench(
+        tmp_path, "backend=eigen", "mode=engine", "engine_bench.threads=[1,2]", "engine_bench.visits=40",
+        "engine_bench.positions=2", f"runtime_config={config}",
+    )  # fmt: skip
+    assert code == 0, out
+    client = client_for(tmp_path)
+    (run,) = runs_by_role(client, "job")
+    assert run.info.status == "FINISHED", run.data.tags.get("kgbench.failure_reason")
+    assert run.data.tags["simulated"] == "false" and run.data.tags["kgbench.recommended_threads"] in ("1", "2")
+    assert run.data.metrics["visits_per_s"] > 0 and run.data.metrics["engine_start_s"] > 0
+    history = client.get_metric_history(run.info.run_id, "bench_visits_per_s")
+    assert sorted(m.step for m in history) == THREADS and all(m.value > 0 for m in history)
