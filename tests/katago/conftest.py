@@ -58,7 +58,7 @@ def katago_from_env(environ: dict[str, str] | None = None) -> RealKatago | None:
         problems.append(f"{MODEL_ENV}={model} is not a file")
     if problems:
         raise ValueError("the real-KataGo tier cannot run: " + "; ".join(problems))
-    return RealKatago(Path(binary).resolve(), Path(model).resolve())
+    return RealKatago(Path(binary).absolute(), Path(model).absolute())  # symlinks kept: argv[0] as the user named it
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
