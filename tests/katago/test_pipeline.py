@@ -25,7 +25,8 @@ from ruamel.yaml import YAML
 from kgserve.provenance import read_provenance
 from kgserve.settings import load_settings
 from tests.katago.conftest import RealKatago
-from tests.promote.test_end_to_end import _kgserve, _run, _runtime_config
+from tests.promote.serving import kgserve
+from tests.promote.test_end_to_end import _run, _runtime_config
 
 pytestmark = [pytest.mark.katago, pytest.mark.slow]
 
@@ -107,7 +108,7 @@ def test_eigen_sweep_promote_serve(tmp_path: Path, real_katago: RealKatago) -> N
     assert "backend: eigen" in config.read_text() and "# Which backend to serve." in config.read_text()
 
     sample = json.loads((REPO / "assets" / "analysis" / "inputs" / f"{SAMPLE}.json").read_text())
-    with _kgserve(config, env, tmp_path) as (base, ready, _):
+    with kgserve([PY, "-m", "kgserve", "--config", str(config)], env, tmp_path) as (base, ready, _):
         assert ready["backend"] == "eigen" and ready["simulated"] is False
         assert ready["provenance"]["run_id"] == winner.info.run_id and ready["provenance"]["modified"] is False
         request = urllib.request.Request(base + "/analysis", data=json.dumps(sample).encode())
