@@ -36,9 +36,9 @@ from typing import Any, Protocol
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from kgserve.engine_errors import EngineDied
 from kgserve.limits import Admission
 from kgserve.protocol import Query, dump_compact, error_line, line_kind, locate_id
-from kgserve.querystream import EngineDied
 
 __all__ = [
     "NDJSON",

@@ -37,21 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from kgserve.engine_errors import AbortTimeout, EngineDied, EngineError, EngineStartupError
 from kgserve.procutil import child_preexec, signal_group
 from kgserve.protocol import Query, encode_query, line_kind, locate_id, restore_id
-from kgserve.querystream import AbortTimeout, EngineDied, EngineError, EngineStartupError, QueryStream
+from kgserve.querystream import QueryStream
 
-__all__ = [
-    "READY_TEXT",
-    "AbortTimeout",
-    "Engine",
-    "EngineDied",
-    "EngineError",
-    "EngineSpec",
-    "EngineStartupError",
-    "EngineState",
-    "QueryStream",
-]
+__all__ = ["READY_TEXT", "Engine", "EngineSpec", "EngineState"]
 
 log = logging.getLogger("kgserve.engine")
 READY_TEXT = "Started, ready to begin handling requests"

@@ -30,21 +30,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from kgserve.engine import Engine, EngineError, EngineSpec, EngineStartupError, QueryStream
+from kgserve.engine import Engine, EngineSpec
+from kgserve.engine_errors import EngineStartupError, NoEngineReady
 from kgserve.protocol import Query
+from kgserve.querystream import QueryStream
 from kgserve.settings import Settings
 
-__all__ = ["EnginePool", "NoEngineReady", "cfg_max_visits", "engine_argv"]
+__all__ = ["EnginePool", "cfg_max_visits", "engine_argv"]
 
 log = logging.getLogger("kgserve.engine")
 HEALTHY_RUN_S = 60.0  # an engine that ran this long before dying restarts with the initial backoff
 FALLBACK_VISITS = 500
-
-
-class NoEngineReady(EngineError):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def engine_argv(settings: Settings, backend: str | None = None) -> list[str]:

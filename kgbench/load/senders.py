@@ -1,11 +1,9 @@
-"""transport=direct: the same load shape and metrics as HTTP, but straight into kgserve's EnginePool (no HTTP).
+"""How one request reaches its target: ``HttpSender`` (POST /analysis to kgserve) and ``DirectSender`` (straight
+into kgserve's EnginePool, no HTTP: transport=direct). Both return an ``Outcome`` with the same status codes.
 
-Each request does what kgserve's intake does for one query (encode the JSON, ``classify_line``), then
+``DirectSender`` does what kgserve's intake does for one query (encode the JSON, ``classify_line``), then
 ``pool.submit(query)`` and reads the QueryStream to its end. Status codes mirror kgserve's: 200 answered,
 400 rejected by the protocol, 503 no engine ready / engine died.
-
-``open_pool(settings, processes=..., env=...)`` starts a pool and waits until it is ready (used by the benchmark
-scripts; kgbench's job runner may build its own pool and pass ``DirectTarget(pool)`` to ``run_load``).
 """
 
 from __future__ import annotations
@@ -13,19 +11,43 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from kgbench.load.generator import run_levels
-from kgbench.load.responses import Outcome, final_visits
-from kgbench.load.traffic import QuerySource
-from kgbench.load.types import LoadResult, LoadSettings, Progress
-from kgserve.engine import EngineError
-from kgserve.pool import EnginePool
+import aiohttp
+
+from kgbench.load.responses import Outcome, final_visits, outcome_from_response
+from kgbench.load.types import HttpTarget
+from kgserve.engine_errors import EngineError
 from kgserve.protocol import Rejected, classify_line
-from kgserve.settings import Settings
 
-__all__ = ["DirectSender", "open_pool", "run_direct"]
+__all__ = ["DirectSender", "HttpSender", "Sender"]
+
+
+class Sender(Protocol):
+    async def send(self, req_id: str, body: dict[str, Any]) -> Outcome: ...
+
+
+class HttpSender:
+    """POST /analysis over one shared ClientSession."""
+
+    def __init__(self, session: aiohttp.ClientSession, target: HttpTarget, timeout_s: float) -> None:
+        self.session = session
+        self.url = target.base_url.rstrip("/") + "/analysis"
+        self.headers = {"Content-Type": "application/json", **dict(target.headers)}
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+
+    async def send(self, req_id: str, body: dict[str, Any]) -> Outcome:
+        data = json.dumps({"id": req_id, **body}, separators=(",", ":")).encode()
+        try:
+            async with self.session.post(self.url, data=data, headers=self.headers, timeout=self.timeout) as resp:
+                payload = await resp.read()
+                return outcome_from_response(resp.status, payload)
+        except TimeoutError:
+            return Outcome(0, 0, None, "timeout")
+        except aiohttp.ClientConnectorError:
+            return Outcome(0, 0, None, "connect")
+        except aiohttp.ClientError:
+            return Outcome(0, 0, None, "disconnect")
 
 
 class DirectSender:
@@ -57,33 +79,3 @@ class DirectSender:
             return Outcome(503, sum(len(x) + 1 for x in lines), None, "unavailable")
         visits, kind = final_visits(lines)
         return Outcome(200, sum(len(x) + 1 for x in lines), visits, kind)
-
-
-async def run_direct(
-    pool: Any, load: LoadSettings, queries: QuerySource, progress: Progress | None = None
-) -> LoadResult:
-    """Same as ``run_load(DirectTarget(pool), ...)``."""
-    return await run_levels(DirectSender(pool, load.request_timeout_s), "direct", load, queries, progress)
-
-
-@contextlib.asynccontextmanager
-async def open_pool(
-    settings: Settings,
-    *,
-    backend: str | None = None,
-    processes: int | None = None,
-    env: Mapping[str, str] | None = None,
-    ready_timeout_s: float = 120.0,
-) -> AsyncIterator[EnginePool]:
-    """A started, ready EnginePool (``processes`` overrides ``engine.processes``); closed on exit."""
-    if processes is not None:
-        settings = settings.model_copy(
-            update={"engine": settings.engine.model_copy(update={"processes": processes, "min_ready": None})}
-        )
-    pool = EnginePool(settings, backend, env=env)
-    await pool.start()
-    try:
-        await pool.wait_ready(ready_timeout_s)
-        yield pool
-    finally:
-        await pool.close(5.0)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.engine import AbortTimeout, Engine, EngineDied, EngineSpec, EngineStartupError
+from kgserve.engine import Engine, EngineSpec
+from kgserve.engine_errors import AbortTimeout, EngineDied, EngineStartupError
 from kgserve.procutil import pid_alive
 
 from .conftest import REFERENCE, make_query
