@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +31,7 @@ from typing import Any
 
 from kgserve.engine import Engine, EngineSpec
 from kgserve.engine_errors import EngineStartupError, NoEngineReady
+from kgserve.katago_cfg import CfgParseError, read_cfg
 from kgserve.protocol import Query
 from kgserve.querystream import QueryStream
 from kgserve.settings import Settings
@@ -52,13 +52,9 @@ def engine_argv(settings: Settings, backend: str | None = None) -> list[str]:
 def cfg_max_visits(cfg: Path) -> int | None:
     """The `maxVisits` of a KataGo cfg (what a query without maxVisits costs), if the file says."""
     try:
-        text = cfg.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return int(read_cfg(cfg)["maxVisits"])
+    except (OSError, CfgParseError, KeyError, ValueError):  # unreadable, no maxVisits, or not a number
         return None
-    found = None
-    for match in re.finditer(r"^\s*maxVisits\s*=\s*(\d+)\s*(?:#.*)?$", text, re.MULTILINE):
-        found = int(match.group(1))
-    return found
 
 
 @dataclass

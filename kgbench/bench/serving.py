@@ -34,6 +34,7 @@ from kgbench.load.generator import run_direct, run_load
 from kgbench.load.traffic import QuerySource
 from kgbench.load.types import LevelSummary, LoadResult, LoadSettings
 from kgbench.targets.pool import open_pool
+from kgserve.katago_cfg import read_cfg
 from kgserve.sim.throughput import predict_throughput
 
 BASE_LOAD = LoadSettings(
@@ -185,11 +186,7 @@ async def cpu_section(load: LoadSettings) -> tuple[str, list[float]]:
 
 def modelled_engine_rps(visits: int = 50, concurrency: int = 256) -> float:
     """The sim's throughput model for runtime/katago_serving.cfg (its stand-in for one H200)."""
-    cfg: dict[str, str | int] = {}
-    for line in sim_settings(1).engine.cfg.read_text(encoding="utf-8").splitlines():
-        key, sep, value = line.split("#", 1)[0].partition("=")
-        if sep and value.strip():
-            cfg[key.strip()] = value.strip()
+    cfg: dict[str, str | int] = dict(read_cfg(sim_settings(1).engine.cfg))
     return predict_throughput(cfg, visits, concurrency)
 
 
