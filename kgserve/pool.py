@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -79,10 +79,12 @@ class EnginePool:
         *,
         env: Mapping[str, str] | None = None,
         spec_overrides: Mapping[str, Any] | None = None,
+        stderr_sink: Callable[[str, str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.backend = backend or settings.engine.backend
         self.env = env
+        self.stderr_sink = stderr_sink  # every engine's stderr lines (label, line), instead of the log
         self.spec_overrides = dict(spec_overrides or {})
         self.argv = engine_argv(settings, self.backend)
         self.default_visits = cfg_max_visits(settings.engine.cfg) or FALLBACK_VISITS
@@ -104,6 +106,7 @@ class EnginePool:
             "label": f"engine[{index}]",
             "stderr_tail_lines": engine.stderr_tail_lines,
             "default_visits": self.default_visits,
+            "stderr_sink": self.stderr_sink,
         }
         values.update(self.spec_overrides)
         return EngineSpec(**values)

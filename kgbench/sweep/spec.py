@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep.render import Rendered, render_cfg
 from kgbench.targets.kgserve_process import JobFailure
-from kgserve.cli import startup_problems
+from kgserve.preflight import startup_problems
 from kgserve.settings import DEFAULT_CONFIG_PATH, Settings, load_settings
 
 __all__ = ["Prepared", "check_engine_files", "job_settings_yaml", "prepare", "section"]
