@@ -31,6 +31,7 @@ from kgbench.load.types import (
     RequestRecord,
     SelfWatch,
 )
+from kgserve.context import EngineClient
 
 Target = str | HttpTarget | DirectTarget | Any  # Any: a started kgserve.pool.EnginePool
 
@@ -298,7 +299,7 @@ async def run_load(
 
 
 async def run_direct(
-    pool: Any, load: LoadSettings, queries: QuerySource, progress: Progress | None = None
+    pool: EngineClient, load: LoadSettings, queries: QuerySource, progress: Progress | None = None
 ) -> LoadResult:
     """Same as ``run_load(DirectTarget(pool), ...)``: every level straight into a started EnginePool."""
     return await run_levels(DirectSender(pool, load.request_timeout_s), "direct", load, queries, progress)

@@ -17,6 +17,7 @@ import aiohttp
 
 from kgbench.load.responses import Outcome, final_visits, outcome_from_response
 from kgbench.load.types import HttpTarget
+from kgserve.context import EngineClient
 from kgserve.engine_errors import EngineError
 from kgserve.protocol import Rejected, classify_line
 
@@ -51,9 +52,9 @@ class HttpSender:
 
 
 class DirectSender:
-    """Sender over an EnginePool (or anything with ``submit(Query) -> async iterator of bytes`` and ``abort``)."""
+    """Sender over a started EnginePool (or any kgserve EngineClient)."""
 
-    def __init__(self, pool: Any, timeout_s: float) -> None:
+    def __init__(self, pool: EngineClient, timeout_s: float) -> None:
         self.pool = pool
         self.timeout_s = timeout_s
 
