@@ -15,6 +15,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from kgserve.access import AccessMiddleware
+from kgserve.apidocs import docs_routes
 from kgserve.auth import TokenAuth, token_from_env
 from kgserve.context import EngineClient, ServeContext
 from kgserve.limits import Admission
@@ -69,5 +70,8 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     app.state.kgserve = ctx
     app.state.metrics = metrics
     app.include_router(router)
-    app.add_middleware(AccessMiddleware, metrics=metrics, auth=TokenAuth(token_from_env(settings.server)))
+    token = token_from_env(settings.server)
+    if settings.server.docs:
+        app.router.routes.extend(docs_routes(settings, auth=token is not None))
+    app.add_middleware(AccessMiddleware, metrics=metrics, auth=TokenAuth(token))
     return app

@@ -45,6 +45,7 @@ class ServerSettings(_Strict):
     auth_token_env: str | None = None
     grace_period_s: float = Field(30.0, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    docs: bool = True  # GET /docs (Swagger UI) and /openapi.json; false: both 404 (kgserve.apidocs)
 
 
 class BackendSettings(_Strict):
@@ -165,9 +166,7 @@ class Settings(_Strict):
         if backend is not None:
             engine.backend_settings(backend)  # fails clearly if not configured
             engine = engine.model_copy(update={"backend": backend})
-        server = self.server.model_copy(
-            update={k: v for k, v in {"port": port, "host": host}.items() if v is not None}
-        )
+        server = self.server.model_copy(update={k: v for k, v in {"port": port, "host": host}.items() if v is not None})
         return self.model_copy(update={"engine": engine, "server": server})
 
 

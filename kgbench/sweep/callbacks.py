@@ -22,6 +22,7 @@ from omegaconf import DictConfig
 
 from kgbench.sweep import state
 from kgbench.track import summary, tracking
+from kgbench.track.mlflow_ui import runs_url
 
 __all__ = ["ENV_JOBS", "ENV_PARENT", "ENV_SWEEP", "KgbenchCallback", "count_jobs", "display_overrides"]
 
@@ -98,6 +99,7 @@ class KgbenchCallback(Callback):
         state.set_sweep_result(total=len(frame), succeeded=int((frame["status"] == "FINISHED").sum()))
         text = summary.format_table(frame)
         print(f"\nkgbench sweep: {len(frame)} job(s), sorted by req/s\n{text}\n", flush=True)
+        print(f"kgbench: the runs in `mlflow ui`: {runs_url(self.experiment_id, tracking.tracking_uri())}", flush=True)
         best = frame["req/s"].max() if not frame.empty else math.nan
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "summary.txt"
