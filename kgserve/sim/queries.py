@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgserve._nlohmann import nlohmann_int
+from kgserve.katago_cfg import is_known_key
 from kgserve.protocol import dump_compact, override_visits
-from kgserve.sim.cfgkeys import is_known_key
 from kgserve.sim.rules import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player, parse_rules
 
 __all__ = ["Defaults", "Request", "error_for", "parse_query", "warning_for"]
