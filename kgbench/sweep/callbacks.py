@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -36,15 +37,20 @@ def display_overrides(overrides: list[str]) -> str:
     return " ".join(item.removeprefix("++") for item in overrides)
 
 
-def count_jobs(overrides: list[str]) -> int | None:
-    """Jobs the basic sweeper makes of these overrides (the product of the sweeps' lengths)."""
+def count_jobs(overrides: list[str], params: Mapping[str, Any] | None = None) -> int | None:
+    """Jobs the basic sweeper makes of its `params` (an experiment's sweep) and these overrides.
+
+    As in Hydra's BasicSweeper: the params come first, a key given again on the command line replaces its
+    entry, and the job count is the product of the sweeps' lengths.
+    """
     try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-        total = 1
+        params_lines = [f"{key}={value}" for key, value in (params or {}).items()]
+        parsed = OverridesParser.create().parse_overrides([*params_lines, *overrides])
+        lengths: dict[str, int] = {}
         for override in parsed:
-            if override.is_sweep_override():
-                total *= len(list(override.sweep_string_iterator()))
-        return total
+            sweep = override.is_sweep_override()
+            lengths[override.get_key_element()] = len(list(override.sweep_string_iterator())) if sweep else 1
+        return math.prod(lengths.values())
     except Exception:
         return None
 
@@ -63,7 +69,10 @@ class KgbenchCallback(Callback):
         try:
             overrides = list(config.hydra.overrides.task)
             sweeper = str(config.hydra.sweeper.get("_target_", ""))
-            jobs = count_jobs(overrides) if "BasicSweeper" in sweeper else config.hydra.sweeper.get("n_trials")
+            if "BasicSweeper" in sweeper:
+                jobs = count_jobs(overrides, config.hydra.sweeper.get("params"))
+            else:
+                jobs = config.hydra.sweeper.get("n_trials")
             sweep_id = f"{datetime.now(UTC):%Y-%m-%d_%H-%M-%S}-{uuid.uuid4().hex[:6]}"
             os.environ[ENV_SWEEP] = sweep_id
             if jobs:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from mlflow.tracking import MlflowClient
 
 REPO = Path(__file__).resolve().parents[2]
@@ -87,3 +88,17 @@ def test_help_and_cfg_exit_zero(tmp_path: Path) -> None:
     code, out = run_kgbench(tmp_path, "--cfg", "job", "backend=sim", "nnMaxBatchSize=8")
     assert code == 0, out
     assert "nnMaxBatchSize: 8" in out
+
+
+@pytest.mark.slow
+def test_experiment_h200_runs_its_sweep_in_order_with_the_command_lines_keys(tmp_path: Path) -> None:
+    code, out = run_kgbench(tmp_path, "-m", "experiment=h200", "nnMaxBatchSize=64", "numAnalysisThreads=64")
+    assert code != 0, out  # no KataGo here: both jobs fail before starting anything
+    assert "Traceback" not in out, out
+    assert "kgbench sweep: 2 job(s), sorted by req/s" in out
+    jobs = [yaml.safe_load((tmp_path / "multirun" / str(n) / ".hydra" / "overrides.yaml").read_text()) for n in (0, 1)]
+    assert jobs == [
+        ["backend=cuda", "++nnMaxBatchSize=64", "++numAnalysisThreads=64", "experiment=h200"],
+        ["backend=trt", "++nnMaxBatchSize=64", "++numAnalysisThreads=64", "experiment=h200"],
+    ]
+    assert "job 1/2" in out
