@@ -1,4 +1,4 @@
-"""POST /analysis with the real KataGo behind `python -m kgserve` (backend eigen): what tests/http checks on the
+"""POST /analysis with the real KataGo behind `python -m kgserve` (backend eigen): what tests/kgserve/http checks on the
 simulated engine, where a real engine can answer it in seconds.
 
 Where a sim test holds for any engine, it runs here as is, against this module's `server` fixture; the others
@@ -12,21 +12,20 @@ import json
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.http import test_sim_http as sim_tests
-from tests.http.test_sim_faults import metric
-from tests.http.test_sim_http import ERRORS_IN, check_concurrent_requests, check_partial_lines, post
+from tests.conftest import REPO
 from tests.katago.conftest import TIER_CFG, RealKatago, start_kgserve, tier_config
-from tests.sim.test_protocol import _shape
+from tests.kgserve.http import test_sim_http as sim_tests
+from tests.kgserve.http.test_sim_faults import metric
+from tests.kgserve.http.test_sim_http import ERRORS_IN, check_concurrent_requests, check_partial_lines, post
+from tests.kgserve.sim.test_protocol import _shape
 
 pytestmark = pytest.mark.katago
 
-REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "assets" / "analysis"
 BASE = {"rules": "chinese", "komi": 7.5, "boardXSize": 19, "boardYSize": 19}
 
@@ -145,4 +144,4 @@ def test_client_disconnect_terminates_the_real_searches(server: Any) -> None:
     assert after.status_code == 200, after.text
     line = json.loads(after.content)
     assert line["id"] == "short" and line["rootInfo"]["visits"] == 20
-    assert any("outcome=disconnect" in entry for entry in server.stderr), "\n".join(server.stderr[-20:])
+    assert any("outcome=disconnect" in entry for entry in server.lines()), "\n".join(server.lines()[-20:])
