@@ -2,7 +2,8 @@
 
 Used by the throughput calibration (``kgbench.bench.calibration``) to hold a real KataGo and the simulated engine
 to exactly the same load: ``queries`` queries of ``visits`` visits from the same seeded position stream, at most
-``concurrency`` outstanding. Standard library only (plus ``kgbench.traffic``), so it also runs on a bare GPU host.
+``concurrency`` outstanding. Needs only the standard library, psutil and ``kgbench.load.traffic``, so it also runs
+on a bare GPU host.
 
 Throughput excludes a warm-up: the first ``concurrency`` answers (the pipeline filling, first NN evaluations
 and memory allocation) and the time they took; ``req_per_s`` = answers after the warm-up / time from the
@@ -22,7 +23,7 @@ from typing import NamedTuple
 
 import psutil
 
-from kgbench.traffic import QuerySource, load_games
+from kgbench.load.traffic import QuerySource, load_games
 
 __all__ = ["EngineLoadResult", "nineteen_by_nineteen", "run_engine_load", "run_engine_load_sync"]
 
