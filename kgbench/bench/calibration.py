@@ -202,7 +202,7 @@ def measure_sim(point: Point, model: str, visits: int, seed: int, speed: float, 
         "KGSERVE_SIM_STARTUP_S": "0.05",
     }
     argv = [sys.executable, "-m", "kgserve.sim", "analysis", "-config", str(_cfg_file(point, workdir)), "-model", model]
-    return _run(argv, point, visits, seed, env).req_per_s * speed
+    return _run(argv, point, visits, seed, env).req_per_s / speed  # sim seconds: wall seconds x speed
 
 
 def build_rows(
@@ -286,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--visits", type=int, default=32)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--sim-speed", type=float, default=8.0, help="KGSERVE_SIM_SPEED of the simulated runs")
+    parser.add_argument("--sim-speed", type=float, default=1.0, help="KGSERVE_SIM_SPEED of the simulated runs")
     parser.add_argument("--cores", type=int, default=psutil.cpu_count(logical=True) or 1)
     parser.add_argument("--save", type=Path, help="write the real measurements here (JSON)")
     parser.add_argument("--load", type=Path, help="reuse real measurements saved with --save (no real engine run)")

@@ -104,7 +104,7 @@ def test_whole_run_from_saved_measurements(
     saved = tmp_path / "real.json"
     calibration._save(saved, real, {})
     monkeypatch.setenv("KGBENCH_KATAGO_MODEL", str(SIM_MODEL))
-    assert calibration.main(["--load", str(saved), "--visits", "8", "--sim-speed", "50", "--cores", "2"]) == 0
+    assert calibration.main(["--load", str(saved), "--visits", "8", "--sim-speed", "10", "--cores", "2"]) == 0
     out = capsys.readouterr().out
     assert out.count("\n| ") == len(GRID) + 1
     rho = float(out.split("Spearman rank correlation (real capacity vs sim): ")[1].split()[0])
