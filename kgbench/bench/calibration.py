@@ -97,6 +97,8 @@ class Row:
     real_low: float  # the lowest and highest capacity over the repetitions
     real_high: float
     sim_rps: float  # the simulated engine process, same load
+    real_batch: float  # NN avg batch size from the engines' exit logs (0: not logged)
+    sim_batch: float
     model_rps: float  # predict_throughput (the closed-form steady state)
 
     @property
@@ -153,7 +155,7 @@ def resolved_pairs(rows: Sequence[Row]) -> tuple[int, int]:
 def _cfg_file(point: Point, directory: Path) -> Path:
     path = directory / f"{point.label.replace(' ', '_')}.cfg"
     lines = [f"{k} = {v}" for k, v in point.cfg().items()]
-    lines += ["logToStderr = false", "nnCacheSizePowerOfTwo = 18", "nnMutexPoolSizePowerOfTwo = 14"]
+    lines += ["logToStderr = true", "nnCacheSizePowerOfTwo = 18", "nnMutexPoolSizePowerOfTwo = 14"]
     path.write_text("\n".join([*lines, "reportAnalysisWinratesAs = BLACK", ""]))
     return path
 
@@ -192,7 +194,8 @@ def measure_real(
     return results
 
 
-def measure_sim(point: Point, model: str, visits: int, seed: int, speed: float, workdir: Path) -> float:
+def measure_sim(point: Point, model: str, visits: int, seed: int, speed: float, workdir: Path) -> EngineLoadResult:
+    """The simulated engine with the cpu profile under the same load; its req/s are in wall seconds."""
     env = {
         **os.environ,
         "KGSERVE_SIM_PROFILE": PROFILE,
@@ -202,7 +205,7 @@ def measure_sim(point: Point, model: str, visits: int, seed: int, speed: float, 
         "KGSERVE_SIM_STARTUP_S": "0.05",
     }
     argv = [sys.executable, "-m", "kgserve.sim", "analysis", "-config", str(_cfg_file(point, workdir)), "-model", model]
-    return _run(argv, point, visits, seed, env).req_per_s / speed  # sim seconds: wall seconds x speed
+    return _run(argv, point, visits, seed, env)
 
 
 def build_rows(
@@ -219,6 +222,7 @@ def build_rows(
         runs = real[point]
         cpq = statistics.median(r.cpu_per_query for r in runs)
         each = [capacity(point, r.cpu_per_query, cores) for r in runs]
+        sim = measure_sim(point, model, visits, seed, speed, workdir)
         rows.append(
             Row(
                 point=point,
@@ -228,7 +232,9 @@ def build_rows(
                 real_capacity=capacity(point, cpq, cores),
                 real_low=min(each),
                 real_high=max(each),
-                sim_rps=measure_sim(point, model, visits, seed, speed, workdir),
+                sim_rps=sim.req_per_s / speed,  # in sim seconds: wall seconds x speed
+                real_batch=statistics.median(r.nn_avg_batch for r in runs),
+                sim_batch=sim.nn_avg_batch,
                 model_rps=predict_throughput(point.cfg(), visits, point.analysis_threads, profile=PROFILE),
             )
         )
@@ -242,14 +248,14 @@ def render(rows: Sequence[Row], *, visits: int, reps: int, seed: int, cores: int
         f"load average at the end {os.getloadavg()[0]:.1f}",
         "",
         "| cfg (analysis x search, batch, servers) | real wall req/s | real cores | real CPU s/query "
-        "| real req/s (capacity) | min-max over reps | sim req/s | error | model req/s |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| real req/s (capacity) | min-max over reps | sim req/s | error | model req/s | NN batch real / sim |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         out.append(
             f"| {r.point.label} | {r.real_wall_rps:.2f} | {r.real_cores:.2f} | {r.real_cpu_per_query:.3f} "
             f"| {r.real_capacity:.2f} | {r.real_low:.2f}-{r.real_high:.2f} | {r.sim_rps:.2f} | {r.error:+.0%} "
-            f"| {r.model_rps:.2f} |"
+            f"| {r.model_rps:.2f} | {r.real_batch:.2f} / {r.sim_batch:.2f} |"
         )
     rho = spearman([r.real_capacity for r in rows], [r.sim_rps for r in rows])
     worst = max(rows, key=lambda r: abs(r.error))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Mapping, Sequence
@@ -28,6 +29,7 @@ from kgbench.load.traffic import QuerySource, load_games
 __all__ = ["EngineLoadResult", "nineteen_by_nineteen", "run_engine_load", "run_engine_load_sync"]
 
 READY_MARKER = "ready to begin handling requests"
+_NN_STAT = re.compile(r"NN (rows|batches): (\d+)\s*$")
 
 
 class _Counts(NamedTuple):
@@ -48,6 +50,7 @@ class EngineLoadResult:
     measure_s: float
     startup_s: float  # process start to the ready line
     cpu_s: float  # the engine's CPU seconds (user + system, all threads) over the measured span
+    nn_avg_batch: float = 0.0  # NN rows / NN batches from the engine's exit log, whole run (0: not logged)
 
     @property
     def cpu_per_query(self) -> float:
@@ -122,8 +125,10 @@ async def run_engine_load(
             _closed_loop(proc.stdin, proc.stdout, psutil.Process(proc.pid), source, visits, queries, concurrency),
             run_timeout_s,
         )
-        drain.cancel()
-        return EngineLoadResult(startup_s=startup_s, **counts._asdict())
+        await _stop(proc)
+        # the engine logs its NN statistics as it exits: read stderr to its end
+        await asyncio.wait_for(drain, 10)
+        return EngineLoadResult(startup_s=startup_s, nn_avg_batch=_nn_avg_batch(tail), **counts._asdict())
     finally:
         await _stop(proc)
 
@@ -169,6 +174,15 @@ async def _closed_loop(
     measured = answered - concurrency
     span = max(end - warm_at, 1e-9)
     return _Counts(measured / span, answered, errors, measured, span, end_cpu - warm_cpu)
+
+
+def _nn_avg_batch(stderr_tail: list[str]) -> float:
+    found: dict[str, str] = {}
+    for line in stderr_tail:
+        if m := _NN_STAT.search(line):
+            found[m.group(1)] = m.group(2)
+    rows, batches = int(found.get("rows", 0)), int(found.get("batches", 0))
+    return rows / batches if batches else 0.0
 
 
 def _cpu_seconds(engine: psutil.Process) -> float:

@@ -70,6 +70,7 @@ def test_engine_load_through_the_pipe(tmp_path: Path) -> None:
     assert (result.answered, result.errors, result.measured) == (20, 0, 16)
     assert result.req_per_s > 0 and result.measure_s > 0 and result.startup_s > 0
     assert result.cpu_s >= 0 and result.cpu_per_query == pytest.approx(result.cpu_s / 16)
+    assert 1.0 <= result.nn_avg_batch <= 8.0  # from the exit log (NN rows / NN batches)
     with pytest.raises(ValueError, match="must exceed concurrency"):
         run_engine_load_sync(_sim_argv(tmp_path, 4), nineteen_by_nineteen(0), visits=16, queries=4, concurrency=4)
 
