@@ -206,7 +206,9 @@ def run_engine_load_sync(argv: Sequence[str], source: QuerySource, **kwargs: obj
 
 
 def _main() -> None:
-    """``python -m kgbench.bench.engineload CONFIG MODEL VISITS QUERIES CONCURRENCY [BIN]``: one point, as JSON."""
+    """python -m kgbench.bench.engineload CONFIG MODEL VISITS QUERIES CONCURRENCY [BIN]: one point, as JSON"""
+    if len(sys.argv) not in (6, 7) or (len(sys.argv) == 6 and not os.environ.get("KGBENCH_KATAGO_BIN")):
+        raise SystemExit(f"usage: {_main.__doc__} (BIN defaults to $KGBENCH_KATAGO_BIN)")
     cfg, model, visits, queries, concurrency = sys.argv[1:6]
     binary = sys.argv[6] if len(sys.argv) > 6 else os.environ["KGBENCH_KATAGO_BIN"]
     argv = [binary, "analysis", "-config", cfg, "-model", model]
