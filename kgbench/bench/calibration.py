@@ -38,6 +38,7 @@ from kgserve.sim.throughput import predict_throughput
 __all__ = ["GRID", "Point", "Row", "capacity", "main", "resolved_pairs", "spearman"]
 
 PROFILE = "cpu-eigen-b6c96"
+SETTING = "real KataGo and the sim over stdin pipes, no HTTP; cores shared with other work"
 
 
 @dataclass(frozen=True)
@@ -233,7 +234,7 @@ def build_rows(
                 real_low=min(each),
                 real_high=max(each),
                 sim_rps=sim.req_per_s / speed,  # in sim seconds: wall seconds x speed
-                real_batch=statistics.median(r.nn_avg_batch for r in runs),
+                real_batch=statistics.median([r.nn_avg_batch for r in runs if r.nn_avg_batch] or [0.0]),
                 sim_batch=sim.nn_avg_batch,
                 model_rps=predict_throughput(point.cfg(), visits, point.analysis_threads, profile=PROFILE),
             )
@@ -243,9 +244,9 @@ def build_rows(
 
 def render(rows: Sequence[Row], *, visits: int, reps: int, seed: int, cores: int) -> str:
     out = [
-        f"{machine_line()}",
+        machine_line(SETTING),
         f"visits {visits}, {reps} interleaved repetitions per cfg (median), seed {seed}, {cores} cores, "
-        f"load average at the end {os.getloadavg()[0]:.1f}",
+        f"load average now {os.getloadavg()[0]:.1f}",
         "",
         "| cfg (analysis x search, batch, servers) | real wall req/s | real cores | real CPU s/query "
         "| real req/s (capacity) | min-max over reps | sim req/s | error | model req/s | NN batch real / sim |",
@@ -262,7 +263,8 @@ def render(rows: Sequence[Row], *, visits: int, reps: int, seed: int, cores: int
     resolved, agree = resolved_pairs(rows)
     out += [
         "",
-        f"Spearman rank correlation (real capacity vs sim): {rho:.3f} (target >= 0.8)",
+        f"Spearman rank correlation (real capacity vs sim): {rho:.3f} (target >= 0.8); "
+        f"vs the closed-form model: {spearman([r.real_capacity for r in rows], [r.model_rps for r in rows]):.3f}",
         f"worst per-point error: {worst.error:+.1%} at {worst.point.label} (target within 25%)",
         f"pairs the measurement tells apart: {resolved} of {len(rows) * (len(rows) - 1) // 2}; "
         f"the sim orders {agree} of them as the real engine",
@@ -313,10 +315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _save(
                     args.save,
                     real,
-                    {"visits": args.visits, "reps": args.reps, "seed": args.seed, "machine": machine_line()},
+                    {"visits": args.visits, "reps": args.reps, "seed": args.seed, "machine": machine_line(SETTING)},
                 )
         rows = build_rows(real, model, args.visits, args.seed, args.sim_speed, args.cores, workdir)
-    print(render(rows, visits=args.visits, reps=args.reps, seed=args.seed, cores=args.cores))
+    reps = min(len(runs) for runs in real.values())  # with --load: what the file holds
+    print(render(rows, visits=args.visits, reps=reps, seed=args.seed, cores=args.cores))
     return 0
 
 

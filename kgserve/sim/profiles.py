@@ -57,6 +57,7 @@ class DeviceProfile:
     c_visit: float = 0.0  # CPU seconds of tree work per visit
     waste: float = 0.0  # extra evaluations per visit for each search thread beyond the first
     oversub: float = 0.5  # cost growth per doubling of threads beyond the cores
+    batch_cap: float = 0.0  # cpu: the most rows an NN thread finds queued (0: only nnMaxBatchSize limits)
     q0: float = 0.0  # seconds per query: wall time (gpu) or CPU time (cpu)
     memory_gb: float = 0.0  # device memory (gpu) or what the sim allows the process (cpu)
     weights_gb: float = 0.0
@@ -88,12 +89,15 @@ CPU_EIGEN_B6C96 = DeviceProfile(
     kind="cpu",
     device_name="CPU (Eigen backend, simulated)",
     host_cores=2,
-    n0=0.0008,
-    n1=0.0048,
-    c_visit=0.0004,
-    waste=0.05,
-    oversub=0.03,
-    q0=0.010,
+    # fitted (least squares on log error) to the real engine's CPU seconds per query over the 16-cfg grid of
+    # kgbench.bench.calibration, 4 repetitions, 2026-11-22 (docs/throughput-model.md); q0 from 8/32/128-visit runs
+    n0=0.0024,
+    n1=0.0031,
+    c_visit=0.0017,
+    waste=0.014,
+    oversub=0.02,
+    batch_cap=2.0,
+    q0=0.005,
     memory_gb=64.0,
     weights_gb=0.02,
     row_gb=0.0005,

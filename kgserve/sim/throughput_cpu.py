@@ -3,8 +3,10 @@
 For `active` searches of T search threads each (n = active x T threads in flight):
 
 * NN threads: numEigenThreadsPerModel, else KataGo's default min(n, cores) (numNNServerThreadsPerModel is
-  ignored by the Eigen backend); each evaluates batches of b = min(nnMaxBatchSize, threads waiting / NN threads)
-  rows, the threads waiting being the share of n whose time goes to NN evaluation (fixed point);
+  ignored by the Eigen backend); each evaluates batches of b = min(nnMaxBatchSize, batch_cap, threads waiting /
+  NN threads) rows, the threads waiting being the share of n whose time goes to NN evaluation (fixed point); with
+  every core busy only a few search threads run between two batches of an NN thread, hence batch_cap (the real
+  engine's average batch never passed 2.0 on 2 cores, whatever nnMaxBatchSize and the threads in flight);
 * CPU seconds per visit: tree work c_visit + NN rows x (n1 + n0 / b) (a per-batch cost amortised over the batch),
   x (1 + oversub x log2(threads / cores)) when threads outnumber the cores, plus the per-query cost q0 spread over
   the query's visits; T > 1 wastes evaluations: (1 + waste x (T - 1)) computed visits per useful one;
@@ -55,7 +57,7 @@ def cpu_steady_state(
         nn_cpu = miss * (dev.n1 + dev.n0 / b) * oversub
         tree_cpu = dev.c_visit * oversub + per_query
         waiting = n * nn_cpu / (nn_cpu + tree_cpu)
-        new_b = min(float(max_batch), max(1.0, waiting / s))
+        new_b = min(float(max_batch), dev.batch_cap or float(max_batch), max(1.0, waiting / s))
         if abs(new_b - b) < 1e-4:
             b = new_b
             break

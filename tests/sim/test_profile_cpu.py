@@ -46,7 +46,7 @@ def test_search_threads_per_position_waste_evaluations() -> None:
     spread = rps(numAnalysisThreads=16, nnMaxBatchSize=16)
     rates = [rps(numAnalysisThreads=16 // t, numSearchThreadsPerAnalysisThread=t) for t in (1, 2, 4, 8, 16)]
     assert rates[0] == pytest.approx(spread)
-    assert rates == sorted(rates, reverse=True) and rates[-1] < 0.8 * rates[0]
+    assert rates == sorted(rates, reverse=True) and rates[-1] < 0.9 * rates[0]  # the real engine: 0.85
 
 
 def test_eigen_threads_default_and_override() -> None:
@@ -60,8 +60,12 @@ def test_eigen_threads_default_and_override() -> None:
 def test_batches_amortise_and_threads_beyond_the_cores_cost() -> None:
     assert rps(numAnalysisThreads=16, nnMaxBatchSize=1) < rps(numAnalysisThreads=16, nnMaxBatchSize=16)
     assert rps(numAnalysisThreads=512, nnMaxBatchSize=512) < rps(numAnalysisThreads=16, nnMaxBatchSize=16)
-    p = SimParams(analysis_threads=16, search_threads=1, max_batch=4, profile=CPU)
-    assert steady_state(p, 16, VISITS).batch == pytest.approx(4.0)  # 16 threads, 2 NN threads: capped at 4
+    # with both cores busy an NN thread finds at most batch_cap rows queued (the real engine: <= 2.0 on 2 cores)
+    batches = [
+        steady_state(SimParams(analysis_threads=n, max_batch=b, profile=CPU), n, VISITS).batch
+        for n, b in ((1, 8), (16, 1), (16, 4), (64, 64))
+    ]
+    assert batches == pytest.approx([1.0, 1.0, 2.0, 2.0])
 
 
 def test_the_host_is_the_device_and_a_query_costs_cpu() -> None:
