@@ -34,7 +34,7 @@ def test_kill_9_of_the_engine_mid_load(tmp_path: Path, real_katago: RealKatago) 
     )
     process = start_kgserve(config)
     try:
-        url = process.url
+        url = process.wait_listening()  # already listening: its address
         (engine_pid,) = process.child_pids()
         answers: list[tuple[str, httpx.Response]] = []
         failures: list[BaseException] = []
