@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, analysis_query
 from tests.katago.conftest import TIER_CFG, RealKatago, start_kgserve, tier_config
 from tests.kgserve.http import test_sim_http as sim_tests
 from tests.kgserve.http.test_sim_faults import metric
@@ -27,7 +27,6 @@ from tests.kgserve.sim.test_protocol import _shape
 pytestmark = pytest.mark.katago
 
 SAMPLES = REPO / "assets" / "analysis"
-BASE = {"rules": "chinese", "komi": 7.5, "boardXSize": 19, "boardYSize": 19}
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +117,7 @@ def test_client_disconnect_terminates_the_real_searches(server: Any) -> None:
     count = int(str(TIER_CFG["numAnalysisThreads"])) + 2
     sockets = []
     for k in range(count):
-        body = json.dumps({"id": f"long{k}", "moves": [], "maxVisits": 5_000_000, **BASE}).encode()
+        body = json.dumps(analysis_query(f"long{k}", max_visits=5_000_000)).encode()
         sock = socket.create_connection(("127.0.0.1", port))
         sock.sendall(b"POST /analysis HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         sockets.append(sock)
@@ -128,7 +127,7 @@ def test_client_disconnect_terminates_the_real_searches(server: Any) -> None:
             time.sleep(0.05)
         assert metric(server.url, "kgserve_inflight_queries") == count
         # the setup has teeth: while they run, a short query waits in KataGo's queue until its deadline cuts it
-        short = json.dumps({"id": "short", "moves": [["B", "Q4"]], "maxVisits": 20, **BASE}).encode()
+        short = json.dumps(analysis_query("short", moves=[["B", "Q4"]], max_visits=20)).encode()
         blocked = post(server.url, short, **{"X-Deadline-Ms": "1500"})
         assert blocked.headers.get("x-deadline-exceeded") == "true", blocked.text
         assert json.loads(blocked.content).get("noResults") is True, blocked.text

@@ -13,18 +13,11 @@ from typing import Any
 import httpx
 import pytest
 
-SLOW_READER = {
-    "id": "hog",
-    "moves": [],
-    "rules": "chinese",
-    "komi": 7.5,
-    "boardXSize": 19,
-    "boardYSize": 19,
-    "maxVisits": 100_000,
-    "reportDuringSearchEvery": 0.02,
-    "includeOwnership": True,
-    "includePolicy": True,
-}
+from tests.conftest import analysis_query
+
+SLOW_READER = analysis_query(
+    "hog", max_visits=100_000, reportDuringSearchEvery=0.02, includeOwnership=True, includePolicy=True
+)
 SMALL = b'{"id":"s","moves":[],"rules":"chinese","komi":7.5,"boardXSize":9,"boardYSize":9,"maxVisits":5}'
 
 

@@ -20,10 +20,10 @@ from openapi_spec_validator import validate
 from kgserve.apidocs import STATIC_FILES, swagger_dir
 from kgserve.app import create_app
 from kgserve.openapi import NDJSON, SAMPLE_NAME, build_openapi
-from tests.conftest import REPO
+from tests.conftest import REPO, analysis_query
 
 SAMPLES = REPO / "assets" / "analysis"
-QUERY = {"id": "q1", "moves": [], "rules": "chinese", "komi": 7.5, "boardXSize": 9, "boardYSize": 9, "maxVisits": 10}
+QUERY = analysis_query("q1", size=9, max_visits=10)
 
 
 def _examples(document: dict[str, Any], code: str) -> dict[str, Any]:

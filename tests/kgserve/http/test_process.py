@@ -16,22 +16,13 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import SIM_MODEL
+from tests.conftest import SIM_MODEL, analysis_query
 
 pytestmark = pytest.mark.slow
 
 
 def long_query(caller_id: str, visits: int = 1_000_000) -> bytes:
-    query = {
-        "id": caller_id,
-        "moves": [],
-        "rules": "chinese",
-        "komi": 7.5,
-        "boardXSize": 19,
-        "boardYSize": 19,
-        "maxVisits": visits,
-    }
-    return json.dumps(query).encode()
+    return json.dumps(analysis_query(caller_id, max_visits=visits)).encode()
 
 
 def wait_for(condition: Any, timeout: float, what: str) -> None:

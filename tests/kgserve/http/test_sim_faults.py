@@ -14,11 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, analysis_query
 
 pytestmark = pytest.mark.slow
-
-BASE = {"rules": "chinese", "komi": 7.5, "boardXSize": 19, "boardYSize": 19}
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +43,7 @@ def metric(url: str, name: str) -> float:
 
 
 def short_query_seconds(url: str, n: int = 5) -> float:
-    body = json.dumps({"id": "short", "moves": [["B", "Q4"]], "maxVisits": 20, **BASE}).encode()
+    body = json.dumps(analysis_query("short", moves=[["B", "Q4"]], max_visits=20)).encode()
     times = []
     for _ in range(n):
         started = time.perf_counter()
@@ -60,7 +58,7 @@ def test_dropped_clients_terminate_their_searches(server: Any) -> None:
     port = int(server.url.rsplit(":", 1)[1])
     sockets = []
     for k in range(50):
-        body = json.dumps({"id": f"long{k}", "moves": [], "maxVisits": 5_000_000, **BASE}).encode()
+        body = json.dumps(analysis_query(f"long{k}", max_visits=5_000_000)).encode()
         sock = socket.create_connection(("127.0.0.1", port))
         sock.sendall(b"POST /analysis HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         sockets.append(sock)
@@ -70,7 +68,7 @@ def test_dropped_clients_terminate_their_searches(server: Any) -> None:
     assert metric(server.url, "kgserve_inflight_queries") == 50
     assert metric(server.url, "kgserve_engine_outstanding_visits") >= 50 * 1_000_000
     # the setup has teeth: while those searches run, a short query cannot finish in time
-    short = json.dumps({"id": "short", "moves": [["B", "Q4"]], "maxVisits": 20, **BASE}).encode()
+    short = json.dumps(analysis_query("short", moves=[["B", "Q4"]], max_visits=20)).encode()
     blocked = httpx.post(server.url + "/analysis", content=short, headers={"X-Deadline-Ms": "1000"}, timeout=30)
     assert blocked.headers.get("x-deadline-exceeded") == "true"
     for sock in sockets:

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-pytestmark = pytest.mark.slow
+from tests.conftest import analysis_query
 
-BASE = {"rules": "chinese", "komi": 7.5, "boardXSize": 19, "boardYSize": 19}
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
@@ -44,13 +44,13 @@ _numbers = st.one_of(
 
 
 def _number_query(field: str, value: Any) -> bytes:
-    text = json.dumps({"id": "num", "moves": [["B", "Q4"]], "maxVisits": 5, **BASE})
+    text = json.dumps(analysis_query("num", moves=[["B", "Q4"]], max_visits=5))
     literal = value if isinstance(value, str) else json.dumps(value)
     return text[:-1].encode() + b',"' + field.encode() + b'":' + literal.encode() + b"}"
 
 
 def _query_with_id(caller_id: str) -> bytes:
-    return json.dumps({"id": caller_id, "moves": [], "maxVisits": 5, **BASE}, ensure_ascii=False).encode()
+    return json.dumps(analysis_query(caller_id, max_visits=5), ensure_ascii=False).encode()
 
 
 bodies = st.one_of(
@@ -58,9 +58,7 @@ bodies = st.one_of(
     st.binary(min_size=1, max_size=50).map(lambda raw: b'{"id":"' + raw + b'","moves":[],"maxVisits":5}'),
     st.integers(min_value=1, max_value=200_000).map(_nested),
     st.integers(min_value=0, max_value=60_000).map(
-        lambda n: json.dumps(
-            {"id": "turns", "moves": [], "maxVisits": 5, "analyzeTurns": list(range(n)), **BASE}
-        ).encode()
+        lambda n: json.dumps(analysis_query("turns", max_visits=5, analyzeTurns=list(range(n)))).encode()
     ),
     st.tuples(
         st.sampled_from(
@@ -99,6 +97,6 @@ def test_hostile_bodies_leave_the_engine_serving(server: Any) -> None:
     assert httpx.post(server.url + "/analysis", content=big, timeout=60).status_code == 413
     readyz = httpx.get(server.url + "/readyz", timeout=10).json()
     assert readyz["ready"] is True and readyz["engines"][0]["pid"] == pid and readyz["engines"][0]["restarts"] == 0
-    short = json.dumps({"id": "short", "moves": [["B", "Q4"]], "maxVisits": 20, **BASE}).encode()
+    short = json.dumps(analysis_query("short", moves=[["B", "Q4"]], max_visits=20)).encode()
     after = httpx.post(server.url + "/analysis", content=short, timeout=10)
     assert after.status_code == 200 and json.loads(after.content)["id"] == "short"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REFERENCE
+from tests.conftest import REFERENCE, analysis_query
 from tests.kgserve.sim.conftest import run_lines, write_cfg
 
 PROTOCOL = REFERENCE / "protocol"
@@ -148,7 +148,7 @@ def test_terminate_turn_numbers_and_errors(tmp_path: Path) -> None:
 
 
 def test_eof_finishes_queued_work_and_prints_stats(tmp_path: Path) -> None:
-    query = {"id": "q", "moves": [], "rules": "chinese", "komi": 7.5, "boardXSize": 9, "boardYSize": 9, "maxVisits": 50}
+    query = analysis_query("q", size=9, max_visits=50)
     lines = [json.dumps({**query, "id": f"q{i}"}) for i in range(12)]
     run = run_lines(write_cfg(tmp_path, numAnalysisThreads=2), lines)
     assert run.returncode == 0

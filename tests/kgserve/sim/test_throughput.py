@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from kgserve.sim.throughput import SharedDevice, SimParams, predict_throughput, steady_state
+from tests.conftest import analysis_query
 from tests.kgserve.sim.conftest import DEVICE_PREFIX, Sim, sim_env, write_cfg
 
 BASE: dict[str, Any] = {
@@ -82,15 +83,7 @@ def _measure(tmp_path: Path, cfg_values: dict[str, Any], visits: int, count: int
         start = time.monotonic()
         for i in range(count):  # distinct positions: no cache hits
             moves = [["B", f"{'ABCDEFGHJKLMNOPQRST'[i % 19]}{1 + i // 19}"]]
-            query = {
-                "id": f"q{i}",
-                "moves": moves,
-                "rules": "chinese",
-                "komi": 7.5,
-                "boardXSize": 19,
-                "boardYSize": 19,
-                "maxVisits": visits,
-            }
+            query = analysis_query(f"q{i}", moves=moves, max_visits=visits)
             sim.send(json.dumps(query))
         for _ in range(count):
             assert sim.readline()["isDuringSearch"] is False
@@ -136,15 +129,7 @@ def _measure_many(cfgs: list[Path], envs: list[dict[str, str]], visits: int, cou
                 moves = [["B", f"{'ABCDEFGHJKLMNOPQRST'[i % 19]}{1 + (i // 19) % 19}"], ["W", "pass"]] + [
                     ["B", "pass"]
                 ] * n
-                query = {
-                    "id": f"q{i}",
-                    "moves": moves,
-                    "rules": "chinese",
-                    "komi": 7.5,
-                    "boardXSize": 19,
-                    "boardYSize": 19,
-                    "maxVisits": visits,
-                }
+                query = analysis_query(f"q{i}", moves=moves, max_visits=visits)
                 sim.send(json.dumps(query))
         for sim in sims:
             for _ in range(count):
@@ -184,7 +169,7 @@ def test_processes_on_one_simulated_device_slow_each_other_down(tmp_path: Path) 
 
 def test_fixed_rps_knob(tmp_path: Path) -> None:
     cfg = write_cfg(tmp_path, numAnalysisThreads=4)
-    query = {"moves": [], "rules": "chinese", "komi": 7.5, "boardXSize": 9, "boardYSize": 9, "maxVisits": 10**6}
+    query = analysis_query(None, size=9, max_visits=10**6)
     sim = Sim(cfg, sim_env(1.0, KGSERVE_SIM_FIXED_RPS="0"))
     try:
         sim.send('{"id":"ready","action":"query_version"}')
@@ -214,14 +199,7 @@ def test_fixed_rps_knob(tmp_path: Path) -> None:
 
 def test_repeated_position_hits_the_cache(tmp_path: Path) -> None:
     cfg = write_cfg(tmp_path, numAnalysisThreads=1)
-    query = {
-        "moves": [["B", "Q4"]],
-        "rules": "chinese",
-        "komi": 7.5,
-        "boardXSize": 19,
-        "boardYSize": 19,
-        "maxVisits": 400,
-    }
+    query = analysis_query(None, moves=[["B", "Q4"]], max_visits=400)
     sim = Sim(cfg, sim_env(4.0))
     try:
         sim.send('{"id":"ready","action":"query_version"}')

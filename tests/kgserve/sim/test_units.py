@@ -12,13 +12,13 @@ from kgserve.sim.cfgfile import parse_cfg_text
 from kgserve.sim.queries import Defaults, Request, parse_query
 from kgserve.sim.responses import F64, dumps
 from kgserve.sim.rules import BLACK, EMPTY, WHITE, parse_loc, parse_rules
+from tests.conftest import analysis_query
 
 SECONDS_ERROR = "Must be number of seconds from 0.001 to 1000000.0"
 
 
 def _query(moves: list[list[str]], size: int = 9, **extra: Any) -> tuple[list[str], list[Request]]:
-    body = {"id": "r", "moves": moves, "rules": "chinese", "komi": 7.5, "boardXSize": size, "boardYSize": size}
-    body.update(extra)
+    body = analysis_query("r", moves=moves, size=size, **extra)
     lines: list[str] = []
     requests = parse_query(body, Defaults(), lines.append)
     return lines, requests
