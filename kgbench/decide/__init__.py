@@ -1,0 +1,1 @@
+"""The decide stage: which run of a sweep wins, and why."""

@@ -1,0 +1,1 @@
+"""The sweep stage: Hydra sweepers and the jobs they launch."""
