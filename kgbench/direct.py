@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from kgbench.loadgen import run_levels
-from kgbench.loadtypes import LoadResult, LoadSettings, Progress
+from kgbench.loadtypes import LevelHook, LoadResult, LoadSettings, Progress
 from kgbench.responses import Outcome, final_visits
 from kgbench.traffic import QuerySource
 from kgserve.engine import EngineError
@@ -60,10 +60,15 @@ class DirectSender:
 
 
 async def run_direct(
-    pool: Any, load: LoadSettings, queries: QuerySource, progress: Progress | None = None
+    pool: Any,
+    load: LoadSettings,
+    queries: QuerySource,
+    progress: Progress | None = None,
+    on_level: LevelHook | None = None,
 ) -> LoadResult:
     """Same as ``run_load(DirectTarget(pool), ...)``."""
-    return await run_levels(DirectSender(pool, load.request_timeout_s), "direct", load, queries, progress)
+    sender = DirectSender(pool, load.request_timeout_s)
+    return await run_levels(sender, "direct", load, queries, progress, on_level)
 
 
 @contextlib.asynccontextmanager

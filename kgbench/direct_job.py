@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kgbench.gpu import GpuSampler
 from kgbench.kgserve_proc import MAX_LINES, JobFailure, find_unused_keys, parse_nn_stats
-from kgbench.loadtypes import LoadResult, LoadSettings
+from kgbench.loadtypes import LevelHook, LoadResult, LoadSettings
 from kgbench.progress import JobProgress
 from kgbench.tracking import JobRun
 
@@ -77,7 +77,12 @@ async def _wait_ready(pool: Any, timeout_s: float, collector: _LineCollector, pr
 
 
 async def _run(
-    prepared: Prepared, load: LoadSettings, collector: _LineCollector, run: JobRun, progress: JobProgress
+    prepared: Prepared,
+    load: LoadSettings,
+    collector: _LineCollector,
+    run: JobRun,
+    progress: JobProgress,
+    on_level: LevelHook | None,
 ) -> tuple[LoadResult, dict[str, float]]:
     from kgbench.direct import run_direct
     from kgbench.traffic import QuerySource
@@ -100,7 +105,7 @@ async def _run(
         progress.stage(f"{prepared.engines} engine(s) ready after {start_s:.1f} s; measuring (direct pipe)")
         queries = QuerySource.from_dirs(seed=load.seed)
         with GpuSampler() as gpu:
-            result = await run_direct(pool, load, queries, progress.update)
+            result = await run_direct(pool, load, queries, progress.update, on_level)
         extra.update(gpu.metrics())
     finally:
         progress.stage("stopping the engines")
@@ -109,7 +114,12 @@ async def _run(
 
 
 def via_direct(
-    prepared: Prepared, load: LoadSettings, job_dir: Path, run: JobRun, progress: JobProgress
+    prepared: Prepared,
+    load: LoadSettings,
+    job_dir: Path,
+    run: JobRun,
+    progress: JobProgress,
+    on_level: LevelHook | None = None,
 ) -> tuple[LoadResult, dict[str, float]]:
     from kgbench.modes import log_load_result
 
@@ -121,7 +131,7 @@ def via_direct(
     logger.propagate = False  # the engines' stderr goes to the file, not the terminal
     progress.stage(f"starting {prepared.engines} {prepared.backend} engine(s) in-process (transport=direct)")
     try:
-        result, extra = asyncio.run(_run(prepared, load, collector, run, progress))
+        result, extra = asyncio.run(_run(prepared, load, collector, run, progress, on_level))
     finally:
         logger.removeHandler(collector)
         logger.setLevel(previous_level)

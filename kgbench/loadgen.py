@@ -11,7 +11,6 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Literal, Protocol
 
@@ -30,6 +29,7 @@ from kgbench.load.ladder import next_level, planned_levels
 from kgbench.loadtypes import (
     DirectTarget,
     HttpTarget,
+    LevelHook,
     LevelSummary,
     LoadResult,
     LoadSettings,
@@ -60,10 +60,6 @@ __all__ = [
 
 DRAIN_S = 5.0  # at most this long to let in-flight requests finish after a level (then they are cancelled)
 LAG_PROBE_S = 0.05
-
-
-LevelHook = Callable[[LevelSummary], bool]
-"""Called after every level with its summary; returning True stops the run there (e.g. an Optuna trial pruned)."""
 
 
 class Sender(Protocol):

@@ -256,3 +256,6 @@ class ProgressUpdate:
 
 
 Progress = Callable[[ProgressUpdate], None]
+
+LevelHook = Callable[[LevelSummary], bool]
+"""Called after every level with its summary; returning True stops the run there (e.g. an Optuna trial pruned)."""

@@ -17,8 +17,9 @@ from omegaconf import DictConfig, OmegaConf
 from kgbench.gpu import GpuSampler
 from kgbench.kgserve_proc import JobFailure, KgserveProcess, find_unused_keys, parse_nn_stats
 from kgbench.load.ladder import knee
-from kgbench.loadtypes import HttpTarget, LoadResult, LoadSettings
+from kgbench.loadtypes import HttpTarget, LevelHook, LoadResult, LoadSettings
 from kgbench.progress import JobProgress
+from kgbench.sweep.trial import TrialLink
 from kgbench.tracking import JobRun
 
 if TYPE_CHECKING:
@@ -126,7 +127,12 @@ def _load_settings(cfg: DictConfig) -> LoadSettings:
 
 
 def _via_kgserve(
-    prepared: Prepared, load: LoadSettings, job_dir: Path, run: JobRun, progress: JobProgress
+    prepared: Prepared,
+    load: LoadSettings,
+    job_dir: Path,
+    run: JobRun,
+    progress: JobProgress,
+    on_level: LevelHook | None = None,
 ) -> tuple[LoadResult, dict[str, float]]:
     from kgbench.loadgen import run_load
     from kgbench.traffic import QuerySource
@@ -146,7 +152,7 @@ def _via_kgserve(
         queries = QuerySource.from_dirs(seed=load.seed)
         assert proc.url is not None
         with GpuSampler() as gpu:
-            result = asyncio.run(run_load(HttpTarget(proc.url), load, queries, progress.update))
+            result = asyncio.run(run_load(HttpTarget(proc.url), load, queries, progress.update, on_level))
         extra.update(gpu.metrics())
     finally:
         progress.stage("stopping kgserve")
@@ -163,18 +169,25 @@ def load_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, p
 
     load = _load_settings(cfg)
     run.set_tags(_model_tags(prepared))
+    link = TrialLink.from_cfg(cfg)  # launched by the Optuna sweeper: report every level to the trial
+    if link is not None:
+        run.set_tags({"optuna.study": str(cfg.search.study), "optuna.trial": str(link.number)})
+    hook = link.on_level if link is not None else None
     log_path = job_dir / "kgserve_stderr.log"
     try:
         if prepared.transport == "direct":
             from kgbench.direct_job import via_direct
 
-            result, extra = via_direct(prepared, load, job_dir, run, progress)
+            result, extra = via_direct(prepared, load, job_dir, run, progress, hook)
         else:
-            result, extra = _via_kgserve(prepared, load, job_dir, run, progress)
+            result, extra = _via_kgserve(prepared, load, job_dir, run, progress, hook)
     finally:
         log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
         if cache := trt_cache_status(log_text):  # TensorRT timing cache hit or miss, from the engine's log
             run.set_tags({"kgbench.trt_cache": cache})
+    if link is not None and link.pruned_at is not None:
+        run.set_tags({"kgbench.pruned": "true"})
+        progress.stage(f"pruned by the search after level {link.pruned_at + 1}")
     title = f"{prepared.backend} {prepared.transport}: {job_dir.name}"
     return log_load_result(run, result, extra, job_dir, title)
 

@@ -153,6 +153,7 @@ def candidates(runs: Sequence[Run]) -> list[Candidate]:
                 invalid=_flag(run, "kgbench.invalid"),
                 invalid_reason=tags.get("kgbench.invalid_reason", ""),
                 failed=tags.get("kgbench.status") == "failed",
+                pruned=_flag(run, "kgbench.pruned"),
                 simulated=_flag(run, "simulated"),
                 promoted=_flag(run, "promoted"),
                 label=label_of(run, keys),

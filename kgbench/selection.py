@@ -3,7 +3,7 @@
 Rule: among the runs that
   - FINISHED (MLflow status) and kgbench.status is not "failed",
   - had zero errors and zero timeouts,
-  - are not flagged kgbench.unstable or kgbench.invalid,
+  - are not flagged kgbench.unstable or kgbench.invalid, and were not pruned by an Optuna search,
   - have a p99 within the SLO when one is given (`--slo-p99-ms`),
   - are not simulated, unless simulated runs are allowed (`--allow-simulated`),
 the objective (req/s, or goodput: req/s finished within a latency objective) decides, noise-aware
@@ -55,6 +55,7 @@ class Candidate:
     invalid: bool = False
     invalid_reason: str = ""
     failed: bool = False  # kgbench.status == "failed"
+    pruned: bool = False  # stopped early by the Optuna search (kgbench.pruned): its last levels never ran
     simulated: bool = False
     promoted: bool = False
     label: str = ""  # the swept keys, for the table
@@ -125,6 +126,8 @@ def _reason(c: Candidate, slo_p99_ms: float | None, allow_simulated: bool, objec
         return "unstable"
     if c.invalid:
         return f"invalid ({c.invalid_reason})" if c.invalid_reason else "invalid"
+    if c.pruned:
+        return "pruned by the search"
     if slo_p99_ms is not None:
         if not _finite(c.p99_ms):
             return "no p99_ms (SLO given)"
