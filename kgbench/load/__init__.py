@@ -1,1 +1,1 @@
-"""The load stage: traffic, the load generator and the statistics of what it measured."""
+"""Stage 2, the load: the traffic (positions -> queries), the load generator and its senders, latency figures."""

@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kgbench.loadtypes import LevelSummary, LoadSettings
+from kgbench.load.types import LevelSummary, LoadSettings
 
 __all__ = ["KNEE_SHARE", "Step", "knee", "next_level", "planned_levels"]
 

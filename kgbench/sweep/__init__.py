@@ -1,1 +1,2 @@
-"""The sweep stage: Hydra sweepers and the jobs they launch."""
+"""Stage 1, the sweep: Hydra composes a config per job; a job renders its KataGo cfg, runs it (load or
+`katago benchmark`) and records it (`python -m kgbench`)."""

@@ -15,7 +15,7 @@ from pathlib import Path
 import optuna
 from omegaconf import DictConfig
 
-from kgbench.loadtypes import LevelSummary
+from kgbench.load.types import LevelSummary
 from kgbench.sweep.study import SearchError, open_study, trial_by_number
 
 __all__ = ["PRUNED_ATTR", "TrialLink", "trial_overrides"]

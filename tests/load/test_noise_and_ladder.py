@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from kgbench.latency import merge_repeats, summarise_level
 from kgbench.load.interval import Interval, mean_interval, t_quantile
 from kgbench.load.ladder import knee, next_level, planned_levels
-from kgbench.loadtypes import LevelSummary, LoadSettings, RequestRecord
+from kgbench.load.latency import merge_repeats, summarise_level
+from kgbench.load.types import LevelSummary, LoadSettings, RequestRecord
 
 
 def rec(window: int, latency: float, *, error: str | None = None, repeat: int = 0) -> RequestRecord:

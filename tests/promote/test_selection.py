@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from kgbench.cfgwrite import set_engine_backend, unified_diff
-from kgbench.selection import Candidate, choose_winner, format_table
+from kgbench.decide.cfgwrite import set_engine_backend, unified_diff
+from kgbench.decide.selection import Candidate, choose_winner, format_table
 
 
 def c(run_id: str, req: float | None, p99: float | None = 500.0, **kw: object) -> Candidate:
@@ -132,7 +132,7 @@ def test_goodput_objective() -> None:
 
 
 def test_rule_text_names_the_objective_and_the_tie_rule() -> None:
-    from kgbench.selection import RULE, rule_text
+    from kgbench.decide.selection import RULE, rule_text
 
     assert "highest req/s leads" in RULE and "lowest p99 wins" in RULE and "0 errors" in RULE
     assert "goodput (req/s within 1500 ms)" in rule_text("goodput", 1500.0)

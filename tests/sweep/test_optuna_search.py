@@ -9,7 +9,7 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-from kgbench.loadtypes import LevelSummary
+from kgbench.load.types import LevelSummary
 from kgbench.sweep.optuna_sweeper import rewrite_keys
 from kgbench.sweep.space import parse_space
 from kgbench.sweep.study import SearchError, make_pruner, make_sampler, open_storage, open_study, trial_by_number

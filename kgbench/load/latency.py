@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from kgbench.load.interval import mean_interval
-from kgbench.loadtypes import LevelSummary, RequestRecord, SelfWatch
+from kgbench.load.types import LevelSummary, RequestRecord, SelfWatch
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
