@@ -1,6 +1,7 @@
 """Which concurrency level comes next, and where a job's throughput saturates (pure functions).
 
-``ladder: fixed`` runs ``load.concurrency`` as given. ``ladder: auto`` starts at its first value and doubles,
+``ladder: fixed`` runs ``load.concurrency`` as given (``order: descending``: highest first).
+``ladder: auto`` starts at its first value and doubles,
 stopping at the first level that
   - does not raise req/s beyond noise: its 95% interval overlaps the best level's so far (or it is lower),
   - has a p99 above ``load.max_p99_ms`` (when set),
@@ -42,8 +43,9 @@ def next_level(load: LoadSettings, done: Sequence[LevelSummary]) -> Step:
     if load.mode == "open":
         return Step(max(load.concurrency)) if not done else Step(None, "open loop: one level")
     if load.ladder == "fixed":
-        if len(done) < len(load.concurrency):
-            return Step(load.concurrency[len(done)])
+        levels = sorted(load.concurrency, reverse=True) if load.order == "descending" else load.concurrency
+        if len(done) < len(levels):
+            return Step(levels[len(done)])
         return Step(None, "fixed ladder done")
     if not done:
         return Step(load.concurrency[0])

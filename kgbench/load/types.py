@@ -31,6 +31,9 @@ Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
   ``max_p99_ms``, or ``max_concurrency`` is reached (kgbench.load.ladder). Closed loop only.
 - ``max_concurrency`` [1024]: ``ladder: auto``: the highest level it may reach.
 - ``max_p99_ms`` [null]: ``ladder: auto``: stop once a level's p99 exceeds this (null: no latency bound).
+- ``order`` [given]: ``ladder: fixed``: ``given`` runs the levels as listed, ``descending`` the highest first (what
+  an Optuna search uses: the first level then already measures the job's likely best req/s, so the pruner's
+  first comparison is a fair one; see docs/sweeps.md).
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from typing import Any, Literal
 
 Mode = Literal["closed", "open"]
 Ladder = Literal["fixed", "auto"]
+Order = Literal["given", "descending"]
 
 # Error kinds of a request record (``RequestRecord.error``); None = success.
 ERROR_KINDS = (
@@ -81,6 +85,7 @@ class LoadSettings:
     ladder: Ladder = "fixed"
     max_concurrency: int = 1024
     max_p99_ms: float | None = None
+    order: Order = "given"
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(int(c) < 1 for c in self.concurrency):
@@ -104,6 +109,12 @@ class LoadSettings:
         if self.ladder == "auto" and self.max_concurrency < self.concurrency[0]:
             raise ValueError(
                 f"load.max_concurrency ({self.max_concurrency}) is below the first level ({self.concurrency[0]})"
+            )
+        if self.order not in ("given", "descending"):
+            raise ValueError(f"load.order must be 'given' or 'descending', got {self.order!r}")
+        if self.order == "descending" and self.ladder == "auto":
+            raise ValueError(
+                "load.order=descending needs load.ladder=fixed (the auto ladder climbs from the first level)"
             )
         if self.max_p99_ms is not None and not self.max_p99_ms > 0:
             raise ValueError(f"load.max_p99_ms must be > 0 or null, got {self.max_p99_ms!r}")

@@ -11,12 +11,16 @@ its last level; a job that was stopped that way is told as PRUNED.
 The study is persistent (``journal``, ``study_name``): running the same command again, or on other nodes with the
 journal on a shared filesystem, adds workers to the same study. ``n_trials`` is the study's total budget: a worker
 stops asking once the study holds that many trials (whatever their state, from every worker).
+
+Two rules spend the budget where it helps: a config the study already measured (or pruned) is not run again, its
+earlier result is told at once (``kgbench.reused_from``); a job that failed (its config did not start, e.g. out of
+device memory) is told ``failed_value`` (0.0: it serves nothing), so the sampler learns to avoid that region
+(null: told as FAIL, which the sampler ignores).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,8 +35,16 @@ from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
 from kgbench.sweep.space import SearchSpace, parse_space
-from kgbench.sweep.study import PRUNER_ATTR, SearchError, frozen_trial, make_pruner, make_sampler, open_storage
-from kgbench.sweep.trial import PRUNED_ATTR, trial_overrides
+from kgbench.sweep.study import (
+    PRUNER_ATTR,
+    SearchError,
+    make_pruner,
+    make_sampler,
+    open_storage,
+    reuse_earlier,
+    tell_job,
+)
+from kgbench.sweep.trial import trial_overrides
 
 __all__ = ["OptunaSweeper", "rewrite_keys"]
 
@@ -60,6 +72,7 @@ class OptunaSweeper(Sweeper):
         sampler: Mapping[str, Any] | None = None,
         pruner: Mapping[str, Any] | None = None,
         params: Mapping[str, str] | None = None,
+        failed_value: float | None = 0.0,
     ) -> None:
         if direction not in ("maximize", "minimize"):
             raise SearchError(f"hydra.sweeper.direction={direction!r}: use maximize or minimize")
@@ -75,9 +88,11 @@ class OptunaSweeper(Sweeper):
         self.sampler_spec = _plain(sampler)
         self.pruner_spec = _plain(pruner)
         self.params = {str(k): str(v) for k, v in (params or {}).items()}
+        self.failed_value = failed_value
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.launcher: Launcher | None = None
+        self.space: SearchSpace | None = None
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
         from hydra.core.plugins import Plugins
@@ -115,11 +130,15 @@ class OptunaSweeper(Sweeper):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         study = self._study()
+        self.space = space
         log.info("Optuna study %r in %s: up to %d trials in all", self.study_name, self.journal, self.n_trials)
         returns: list[Sequence[JobReturn]] = []
         job_index = 0
         while (left := self.n_trials - len(study.get_trials(deepcopy=False))) > 0:
-            trials = [study.ask(space.distributions) for _ in range(min(self.n_jobs, left))]
+            asked = [study.ask(space.distributions) for _ in range(min(self.n_jobs, left))]
+            trials = [trial for trial in asked if not reuse_earlier(study, trial)]
+            if not trials:
+                continue
             batch = [self._job_overrides(space, trial) for trial in trials]
             self.validate_batch_is_legal(batch)
             results = self.launcher.launch(batch, initial_job_idx=job_index)
@@ -134,14 +153,9 @@ class OptunaSweeper(Sweeper):
         return [*space.overrides(trial.params), *trial_overrides(self.journal, self.study_name, trial.number)]
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn) -> None:
-        value = result.return_value if result.status == JobStatus.COMPLETED else math.nan
-        pruned_at = frozen_trial(study, trial.number).user_attrs.get(PRUNED_ATTR)
-        if pruned_at is not None:
-            study.tell(trial, state=TrialState.PRUNED)
-        elif isinstance(value, int | float) and math.isfinite(value):
-            study.tell(trial, float(value))
-        else:
-            study.tell(trial, state=TrialState.FAIL)
+        value = result.return_value if result.status == JobStatus.COMPLETED else None
+        number = float(value) if isinstance(value, int | float) else None
+        tell_job(study, trial, number, self.failed_value)
 
     def _summarise(self, study: optuna.Study, sweep_dir: Path) -> None:
         states = [t.state for t in study.get_trials(deepcopy=False)]
@@ -152,8 +166,9 @@ class OptunaSweeper(Sweeper):
         except ValueError:  # no completed trial
             log.warning("Optuna study %r: no trial completed (%s)", self.study_name, counts)
         else:
-            results.update(best_value=best.value, best_params=best.params, best_trial=best.number)
-            log.info("Best trial %d: %s -> %.4g (%s)", best.number, best.params, best.value, counts)
+            params = self.space.values(best.params) if self.space is not None else best.params
+            results.update(best_value=best.value, best_params=params, best_trial=best.number)
+            log.info("Best trial %d: %s -> %.4g (%s)", best.number, params, best.value, counts)
         OmegaConf.save(OmegaConf.create(results), sweep_dir / "optimization_results.yaml")
 
 

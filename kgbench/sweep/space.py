@@ -1,6 +1,9 @@
 """Hydra sweep overrides -> Optuna distributions, and a sampled trial -> the overrides of its job (pure).
 
-``key=choice(a, b, c)`` -> categorical; ``key=range(lo, hi[, step])`` -> integers lo, lo+step, ... < hi;
+``key=choice(a, b, c)`` -> categorical (unordered: TPE learns each value on its own);
+``key=tag(ordered, choice(16, 32, 64))`` -> the same values, ordered: Optuna samples the index (an integer
+0..n-1, so TPE can learn that 64 lies between 32 and 128), the job gets the value;
+``key=range(lo, hi[, step])`` -> integers lo, lo+step, ... < hi;
 ``key=interval(lo, hi)`` -> uniform floats; ``key=tag(log, interval(lo, hi))`` -> the same on a log scale.
 Any other override is fixed: every job of the search gets it as written. Optuna's parameter names are the keys
 without Hydra's ``+``/``++`` prefix (``nnMaxBatchSize``, ``load.max_visits``).
@@ -9,7 +12,7 @@ without Hydra's ``+``/``++`` prefix (``nnMaxBatchSize``, ``load.max_visits``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, RangeSweep
@@ -31,10 +34,19 @@ class SearchSpace:
     distributions: dict[str, BaseDistribution]  # parameter name -> distribution
     keys: dict[str, str]  # parameter name -> its override key as written (with its ++ prefix)
     fixed: list[str]  # overrides every job gets
+    ordered: dict[str, tuple[object, ...]] = field(default_factory=dict)  # name -> values of an ordered choice
+
+    def values(self, params: Mapping[str, object]) -> dict[str, object]:
+        """A trial's sampled params -> the values its job runs with (an ordered choice's index -> its value)."""
+        return {
+            name: self.ordered[name][int(str(value))] if name in self.ordered else value
+            for name, value in params.items()
+        }
 
     def overrides(self, params: Mapping[str, object]) -> list[str]:
         """A trial's sampled params -> its job's overrides (the fixed ones first)."""
-        return [*self.fixed, *(f"{self.keys[name]}={_text(value)}" for name, value in params.items())]
+        values = self.values(params)
+        return [*self.fixed, *(f"{self.keys[name]}={_text(value)}" for name, value in values.items())]
 
 
 def _text(value: object) -> str:
@@ -80,12 +92,19 @@ def parse_space(overrides: Sequence[str]) -> SearchSpace:
     distributions: dict[str, BaseDistribution] = {}
     keys: dict[str, str] = {}
     fixed: list[str] = []
+    ordered: dict[str, tuple[object, ...]] = {}
     for override in parsed:
         key = override.get_key_element()
         if override.is_sweep_override():
             name = key.lstrip("+~")
-            distributions[name] = distribution(override)
+            dist = distribution(override)
+            sweep = override.value()
+            if isinstance(sweep, ChoiceSweep) and "ordered" in sweep.tags:
+                assert isinstance(dist, CategoricalDistribution)
+                ordered[name] = tuple(dist.choices)
+                dist = IntDistribution(0, len(dist.choices) - 1)
+            distributions[name] = dist
             keys[name] = key
         else:
             fixed.append(f"{key}={override.get_value_element_as_str()}")
-    return SearchSpace(distributions, keys, fixed)
+    return SearchSpace(distributions, keys, fixed, ordered)

@@ -9,6 +9,7 @@ when it opens its trial to report intermediate values.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -18,11 +19,15 @@ from optuna.pruners import BasePruner
 from optuna.samplers import BaseSampler
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
+from optuna.trial import TrialState
 
-__all__ = ["PRUNER_ATTR", "SearchError", "frozen_trial", "make_pruner", "make_sampler", "open_storage", "open_study",
-           "trial_by_number"]  # fmt: skip
+__all__ = ["FAILED_ATTR", "PRUNED_ATTR", "PRUNER_ATTR", "REUSED_ATTR", "SearchError", "frozen_trial", "make_pruner",
+           "make_sampler", "open_storage", "open_study", "reuse_earlier", "tell_job", "trial_by_number"]  # fmt: skip
 
-PRUNER_ATTR = "kgbench.pruner"
+PRUNER_ATTR = "kgbench.pruner"  # study: the pruner's settings, for the jobs
+PRUNED_ATTR = "kgbench.pruned_at_step"  # trial: set by the job when the pruner stopped it
+REUSED_ATTR = "kgbench.reused_from"  # trial: same params as this earlier trial, whose result it was told
+FAILED_ATTR = "kgbench.failed"  # trial: its job failed, told as the failed value
 
 
 class SearchError(ValueError):
@@ -88,3 +93,34 @@ def trial_by_number(study: optuna.Study, number: int) -> optuna.Trial:
     """A live handle on trial ``number`` (to report intermediate values from the job's own process). Optuna
     has no public lookup by number; FrozenTrial keeps the storage id in ``_trial_id``."""
     return optuna.Trial(study, frozen_trial(study, number)._trial_id)
+
+
+def reuse_earlier(study: optuna.Study, trial: optuna.Trial) -> bool:
+    """Tell ``trial`` the result of an earlier trial with the same params, if any (then no job needs to run):
+    a search on a budget does not measure a config twice."""
+    for earlier in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED)):
+        if earlier.params == trial.params:
+            trial.set_user_attr(REUSED_ATTR, earlier.number)
+            if earlier.state == TrialState.PRUNED:
+                study.tell(trial, state=TrialState.PRUNED)
+            else:
+                study.tell(trial, earlier.value)
+            return True
+    return False
+
+
+def tell_job(study: optuna.Study, trial: optuna.Trial, value: float | None, failed_value: float | None) -> TrialState:
+    """Tell the result of the trial's job: PRUNED when the job says it was pruned, else its value; a job without a
+    value (failed) is told ``failed_value`` (marked failed) or, when that is None, FAIL."""
+    if frozen_trial(study, trial.number).user_attrs.get(PRUNED_ATTR) is not None:
+        study.tell(trial, state=TrialState.PRUNED)
+        return TrialState.PRUNED
+    if value is not None and math.isfinite(value):
+        study.tell(trial, float(value))
+        return TrialState.COMPLETE
+    if failed_value is not None:
+        trial.set_user_attr(FAILED_ATTR, True)
+        study.tell(trial, float(failed_value))
+        return TrialState.COMPLETE
+    study.tell(trial, state=TrialState.FAIL)
+    return TrialState.FAIL

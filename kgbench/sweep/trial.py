@@ -16,11 +16,9 @@ import optuna
 from omegaconf import DictConfig
 
 from kgbench.load.types import LevelSummary
-from kgbench.sweep.study import SearchError, open_study, trial_by_number
+from kgbench.sweep.study import PRUNED_ATTR, SearchError, open_study, trial_by_number
 
 __all__ = ["PRUNED_ATTR", "TrialLink", "trial_overrides"]
-
-PRUNED_ATTR = "kgbench.pruned_at_step"
 
 
 def trial_overrides(journal: str, study: str, number: int) -> list[str]:

@@ -83,6 +83,8 @@ def test_fixed_ladder_runs_the_list() -> None:
     assert next_level(load, [level(4, 1), level(16, 2)]).concurrency is None
     assert planned_levels(load) == 2
     assert next_level(LoadSettings(concurrency=(4, 16), mode="open"), []).concurrency == 16
+    highest_first = LoadSettings(concurrency=(4, 64, 16), order="descending")
+    assert [next_level(highest_first, [level(0, 1)] * n).concurrency for n in range(4)] == [64, 16, 4, None]
 
 
 def test_auto_ladder_doubles_until_saturated() -> None:
@@ -119,6 +121,8 @@ def test_auto_ladder_stops_on_latency_bound_and_failure() -> None:
         ({"slo_ms": 0.0}, "load.slo_ms"),
         ({"repeats": 0}, "load.repeats"),
         ({"max_p99_ms": -1.0}, "load.max_p99_ms"),
+        ({"order": "shuffled"}, "load.order"),
+        ({"order": "descending", "ladder": "auto"}, "needs load.ladder=fixed"),
     ],
 )
 def test_bad_settings_are_refused(kwargs: dict[str, object], message: str) -> None:

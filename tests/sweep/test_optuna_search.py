@@ -8,12 +8,25 @@ from pathlib import Path
 import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
 
 from kgbench.load.types import LevelSummary
 from kgbench.sweep.optuna_sweeper import rewrite_keys
 from kgbench.sweep.space import parse_space
-from kgbench.sweep.study import SearchError, make_pruner, make_sampler, open_storage, open_study, trial_by_number
-from kgbench.sweep.trial import PRUNED_ATTR, TrialLink, trial_overrides
+from kgbench.sweep.study import (
+    FAILED_ATTR,
+    PRUNED_ATTR,
+    REUSED_ATTR,
+    SearchError,
+    make_pruner,
+    make_sampler,
+    open_storage,
+    open_study,
+    reuse_earlier,
+    tell_job,
+    trial_by_number,
+)
+from kgbench.sweep.trial import TrialLink, trial_overrides
 
 
 def test_space_from_sweep_overrides() -> None:
@@ -83,3 +96,46 @@ def test_trial_link_reports_best_so_far_and_prunes(tmp_path: Path) -> None:
     assert open_study(journal, "s").trials[good.number].intermediate_values == {0: 150.0, 1: 150.0}  # best so far
     with pytest.raises(SearchError, match="no Optuna study"):
         open_study(journal, "missing")
+
+
+def test_ordered_choice_samples_the_index_and_runs_the_value() -> None:
+    space = parse_space(["++nnMaxBatchSize=tag(ordered, choice(16, 32, 64))", "backend=sim"])
+    assert space.distributions == {"nnMaxBatchSize": IntDistribution(0, 2)}
+    assert space.values({"nnMaxBatchSize": 2}) == {"nnMaxBatchSize": 64}
+    assert space.overrides({"nnMaxBatchSize": 1}) == ["backend=sim", "++nnMaxBatchSize=32"]
+
+
+def test_same_params_reuse_the_earlier_result_and_failures_count_as_the_failed_value(tmp_path: Path) -> None:
+    study = optuna.create_study(study_name="s", storage=open_storage(tmp_path / "j.log"), direction="maximize")
+    dist = {"x": CategoricalDistribution((1, 2))}
+    first = study.ask(dist)
+    assert reuse_earlier(study, first) is False
+    assert tell_job(study, first, 7.5, 0.0) == TrialState.COMPLETE
+    study.enqueue_trial({"x": first.params["x"]})
+    fixed = study.ask(dist)
+    assert reuse_earlier(study, fixed) is True  # no job: told the earlier value
+    frozen = study.trials[fixed.number]
+    assert frozen.value == 7.5 and frozen.user_attrs[REUSED_ATTR] == first.number
+    other = 2 if first.params["x"] == 1 else 1
+    study.enqueue_trial({"x": other})
+    failed = study.ask(dist)
+    assert tell_job(study, failed, None, 0.0) == TrialState.COMPLETE
+    assert study.trials[failed.number].value == 0.0 and study.trials[failed.number].user_attrs[FAILED_ATTR]
+    study.enqueue_trial({"x": other})
+    ignored = study.ask(dist)
+    # a job that marked its trial pruned is told PRUNED whatever it returned; no failed value: FAIL
+    ignored.set_user_attr(PRUNED_ATTR, 0)
+    assert tell_job(study, ignored, 3.0, 0.0) == TrialState.PRUNED
+    study.enqueue_trial({"x": other})
+    plain_fail = study.ask(dist)
+    assert tell_job(study, plain_fail, float("nan"), None) == TrialState.FAIL
+
+
+def test_search_benchmark_runs_within_its_budget(tmp_path: Path) -> None:
+    from kgbench.bench.search import run_search, table
+
+    outcome = run_search(0, 0.02, tmp_path)
+    assert outcome.spent_s <= 0.02 * outcome.grid_s and outcome.found_s <= outcome.spent_s
+    assert outcome.trials == outcome.complete + outcome.pruned + outcome.failed + outcome.reused
+    assert 0 < outcome.best_true <= outcome.optimum
+    assert "| 0 |" in table([outcome], 0.02, 0.05)
