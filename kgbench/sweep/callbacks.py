@@ -21,6 +21,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from kgbench.sweep import state
+from kgbench.track import summary, tracking
+from kgbench.track.mlflow_ui import runs_url
 
 __all__ = ["ENV_JOBS", "ENV_PARENT", "ENV_SWEEP", "KgbenchCallback", "count_jobs", "display_overrides"]
 
@@ -60,8 +62,6 @@ class KgbenchCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         state.reset()
         try:
-            from kgbench.track import tracking
-
             overrides = list(config.hydra.overrides.task)
             sweeper = str(config.hydra.sweeper.get("_target_", ""))
             grid = "BasicSweeper" in sweeper or "GroupedSweeper" in sweeper
@@ -91,8 +91,6 @@ class KgbenchCallback(Callback):
     def _summarise(self) -> None:
         if self.parent_run_id is None or self.experiment_id is None:
             return
-        from kgbench.track import summary, tracking
-
         client = tracking.make_client()
         runs = summary.child_runs(client, self.experiment_id, self.parent_run_id)
         for run_id, overhead in summary.overheads(runs).items():
@@ -103,6 +101,7 @@ class KgbenchCallback(Callback):
         state.set_sweep_result(total=len(frame), succeeded=int((frame["status"] == "FINISHED").sum()))
         text = summary.format_table(frame)
         print(f"\nkgbench sweep: {len(frame)} job(s), sorted by req/s\n{text}\n", flush=True)
+        print(f"kgbench: the runs in `mlflow ui`: {runs_url(self.experiment_id, tracking.tracking_uri())}", flush=True)
         best = frame["req/s"].max() if not frame.empty else math.nan
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "summary.txt"

@@ -120,10 +120,9 @@ class OptunaSweeper(Sweeper):
         return study
 
     def sweep(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
-        assert self.config is not None and self.launcher is not None
-        from kgbench.__main__ import config_groups
-
-        space = parse_space([*rewrite_keys(self.params, config_groups()), *arguments])
+        assert self.config is not None and self.launcher is not None and self.hydra_context is not None
+        groups = {*self.hydra_context.config_loader.list_groups(""), "hydra"}  # conf/ folders: group names
+        space = parse_space([*rewrite_keys(self.params, groups), *arguments])
         if not space.distributions:
             raise SearchError("nothing to search: give hydra.sweeper.params or sweep overrides like x=choice(1,2)")
         sweep_dir = Path(str(self.config.hydra.sweep.dir))

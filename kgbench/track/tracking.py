@@ -22,6 +22,11 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from kgbench.load.ladder import knee
+from kgbench.load.types import LoadResult
+from kgbench.track.mlflow_ui import label_experiment
+from kgbench.track.plots import write_plots
+
 __all__ = [
     "REPO_ROOT",
     "JobRun",
@@ -60,19 +65,19 @@ def ensure_experiment(client: MlflowClient, name: str) -> str:
     The folder is named after the experiment, never its numeric id: `mlflow ui` falls back to the old file
     store when mlruns/ holds a numeric folder with a meta.yaml, and must keep reading mlflow.db."""
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return str(experiment.experiment_id)
-    root = artifact_root(tracking_uri())
-    location = None
-    if root is not None:
-        location = str(root / (re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "experiment"))
-    try:
-        return str(client.create_experiment(name, artifact_location=location))
-    except MlflowException:  # created meanwhile by another process
-        experiment = client.get_experiment_by_name(name)
-        if experiment is None:
-            raise
-        return str(experiment.experiment_id)
+    if experiment is None:
+        root = artifact_root(tracking_uri())
+        location = None
+        if root is not None:
+            location = str(root / (re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "experiment"))
+        try:
+            experiment = client.get_experiment(client.create_experiment(name, artifact_location=location))
+        except MlflowException:  # created meanwhile by another process
+            experiment = client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+    label_experiment(client, experiment)  # `mlflow ui` shows it as model training, with kgbench's view
+    return str(experiment.experiment_id)
 
 
 def git_commit() -> str:
@@ -182,3 +187,52 @@ class JobRun:
             tags["kgbench.failure_reason"] = " ".join(reason.split())[:5000]
         self.set_tags(tags)
         finish_run(self.client, self.run_id, ok)
+
+
+def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], job_dir: Path, title: str) -> None:
+    """A load result into the job's run: metrics (headline = the level with the highest req/s), per-level series,
+    tags, the per-request CSV and the plots."""
+    head = result.headline()
+    metrics: dict[str, Any] = dict(extra)
+    metrics["position_repeat_rate"] = result.position_repeat_rate
+    if head is not None:
+        for name in ("req_per_s", "visits_per_s", "p50_ms", "p90_ms", "p99_ms", "max_ms", "error_rate", "errors"):
+            metrics[name] = getattr(head, name)
+        metrics["timeouts"] = head.timeouts
+        metrics["headline_concurrency"] = head.concurrency
+        metrics["req_per_s_ci_low"] = head.req_per_s_low
+        metrics["req_per_s_ci_high"] = head.req_per_s_high
+    good = result.goodput_headline()
+    if good is not None:
+        metrics.update(
+            goodput_per_s=good.goodput_per_s,
+            goodput_ci_low=good.goodput_low,
+            goodput_ci_high=good.goodput_high,
+            goodput_concurrency=good.concurrency,
+            slo_ms=good.slo_ms,
+        )
+    metrics["knee_concurrency"] = knee(result.levels)
+    if result.selfwatch is not None:
+        metrics["loadgen_loop_lag_p99_ms"] = result.selfwatch.loop_lag_p99_ms
+        metrics["loadgen_cpu_share"] = result.selfwatch.cpu_share
+    run.log_metrics(metrics)
+    points: list[tuple[str, Any, int]] = []
+    for level in result.levels:
+        for name in ("req_per_s", "p50_ms", "p99_ms", "error_rate", "goodput_per_s"):
+            points.append((f"level_{name}", getattr(level, name), level.concurrency))
+        points.append(("level_req_per_s_ci_low", level.req_per_s_low, level.concurrency))
+        points.append(("level_req_per_s_ci_high", level.req_per_s_high, level.concurrency))
+    run.log_metric_points(points)
+    run.set_tags(
+        {
+            "kgbench.ladder_stop": result.stop_reason or "",
+            "kgbench.unstable": "true" if result.unstable else "false",
+            "kgbench.invalid": "true" if result.invalid else "false",
+            "kgbench.invalid_reason": result.invalid_reason or "",
+        }
+    )
+    csv_path = job_dir / "requests.csv"
+    result.write_csv(str(csv_path))
+    run.log_artifact(csv_path)
+    for plot in write_plots(result.levels, result.records, job_dir / "plots", title):
+        run.log_artifact(plot, "plots")
