@@ -43,7 +43,9 @@ def rewrite_overrides(args: Sequence[str], groups: set[str] | None = None) -> li
 def job_function(cfg: DictConfig) -> float:
     """The plain job function: run one job, never raise, return its req/s (NaN when it failed)."""
     from kgbench.job import context_from_hydra, run_job
+    from kgbench.tracking import use_configured_uri
 
+    use_configured_uri(cfg.get("mlflow", {}).get("tracking_uri"))
     try:
         outcome = run_job(cfg, context_from_hydra())
     except KeyboardInterrupt:

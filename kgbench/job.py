@@ -16,10 +16,11 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from kgbench import tracking
-from kgbench.callbacks import ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
 from kgbench.kgserve_proc import JobFailure
 from kgbench.progress import JobProgress
 from kgbench.render import Rendered, RenderError, render_cfg
+from kgbench.sweep.lost_jobs import JOB_KEY_TAG
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_settings
 
 __all__ = ["JobContext", "JobOutcome", "context_from_hydra", "job_settings_yaml", "prepare", "run_job"]
@@ -33,6 +34,7 @@ class JobContext:
     job_total: int | None = None
     parent_run_id: str | None = None
     sweep_id: str | None = None
+    job_key: str | None = None  # set by a remote launcher (kgbench.sweep.lost_jobs)
 
     @property
     def label(self) -> str:
@@ -75,6 +77,7 @@ def context_from_hydra() -> JobContext:
         job_total=int(total) if total and total.isdigit() else (None if multirun else 1),
         parent_run_id=os.environ.get(ENV_PARENT) if multirun else None,
         sweep_id=os.environ.get(ENV_SWEEP) if multirun else None,
+        job_key=os.environ.get(ENV_JOB_KEY) if multirun else None,
     )
 
 
@@ -162,7 +165,10 @@ def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
     from kgbench.gpu import gpu_name
 
     backend = str(cfg.get("backend", ""))
+    # where a job ran on a cluster: its PBS job (logs, accounting) and the launcher's key for it
+    placement = {"pbs_job_id": os.environ.get("PBS_JOBID"), JOB_KEY_TAG: ctx.job_key}
     return {
+        **{k: v for k, v in placement.items() if v},
         "backend": backend,
         "simulated": "true" if backend == "sim" else "false",
         "transport": str(cfg.get("transport", "http")),

@@ -1,0 +1,1 @@
+"""The sweep stage: Hydra jobs, their launchers and callbacks."""
