@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -19,19 +18,13 @@ import psutil
 import pytest
 import yaml
 
-from kgbench.bench.common import cleanup_devices, engine_pids, kgserve_running, sim_env, sim_settings
+from kgbench.bench.common import cleanup_devices, engine_pids, free_port, kgserve_running, sim_env, sim_settings
 from kgbench.targets.haproxy_proc import HAProxyProcess, haproxy_binary, with_balancer
 from kgserve.haproxy import BACKEND_HEADER, kgserve_commands, render_cfg
 from kgserve.settings import load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 needs_haproxy = pytest.mark.skipif(haproxy_binary() is None, reason="haproxy is not installed (apt install haproxy)")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def test_cfg_follows_the_runtime_config() -> None:
@@ -136,7 +129,7 @@ def test_three_kgserve_behind_haproxy(tmp_path: Path) -> None:
                 for i in range(3)
             ]
             ports = [int(str(s.url).rsplit(":", 1)[1]) for s in servers]
-            balanced = with_balancer(settings, _free_port(), [("127.0.0.1", p) for p in ports], check_interval_s=0.5)
+            balanced = with_balancer(settings, free_port(), [("127.0.0.1", p) for p in ports], check_interval_s=0.5)
             haproxy = HAProxyProcess(balanced, tmp_path)
             stack.callback(haproxy.stop)
             haproxy.start()
