@@ -15,10 +15,12 @@ import atexit
 import logging
 import math
 import os
+import shutil
 import time
 import traceback
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +109,8 @@ class PBSLauncher(Launcher):
     def _start_cluster(self) -> Client:
         if self._client is not None:
             return self._client
+        if shutil.which("qsub") is None:
+            raise FileNotFoundError("qsub is not on PATH: hydra/launcher=pbs runs where PBS jobs can be submitted")
         settings = load_settings(self.runtime_config)
         if settings.cluster is None:
             raise ConfigError(f"{settings.source}: no cluster: section (PBS resources for hydra/launcher=pbs)")
@@ -141,6 +145,12 @@ class PBSLauncher(Launcher):
                 except Exception as exc:  # at exit: report and go on closing the rest
                     log.warning(f"closing the PBS cluster: {type(exc).__name__}: {exc}")
 
+    def _submissions_failed(self) -> bool:
+        """Every PBS job the cluster tried to submit failed (qsub error): no worker will ever come.
+        dask-jobqueue keeps a job whose qsub failed, without a job id, and does not submit it again."""
+        jobs = list(self._cluster.workers.values()) if self._cluster is not None else []
+        return bool(jobs) and all(getattr(job, "job_id", None) is None for job in jobs)
+
     # ---------------------------------------------------------------- Hydra's entry point
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         setup_globals()
@@ -149,108 +159,108 @@ class PBSLauncher(Launcher):
         # resolved once here: ${now:...} on a worker would name another folder
         sweep_dir = Path(str(self.config.hydra.sweep.dir)).resolve()
         sweep_dir.mkdir(parents=True, exist_ok=True)
-        client = self._start_cluster()
         env = {name: os.environ[name] for name in _PASSED_ENV if os.environ.get(name)}
         sweep_key = os.environ.get(ENV_SWEEP) or uuid.uuid4().hex
-        log.info(f"Launching {len(job_overrides)} job(s) on PBS, at most {self._max_nodes} node(s) at a time")
-        configs: list[DictConfig] = []
-        futures: list[Future] = []
+        jobs: list[_Job] = []
         for offset, overrides in enumerate(job_overrides):
             idx = initial_job_idx + offset
-            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
             sweep_config = self.hydra_context.config_loader.load_sweep_config(self.config, list(overrides))
             with open_dict(sweep_config):
                 sweep_config.hydra.job.id = idx
                 sweep_config.hydra.job.num = idx
                 sweep_config.hydra.sweep.dir = str(sweep_dir)
-            job_env = {**env, ENV_JOB_KEY: f"{sweep_key}/{idx}"}
-            configs.append(sweep_config)
-            futures.append(
-                client.submit(
-                    run_remote,
-                    self.hydra_context,
-                    self.task_function,
-                    sweep_config,
-                    Singleton.get_state(),
-                    job_env,
-                    key=f"kgbench-job-{sweep_key}-{idx}",
-                    pure=False,
-                )
+            jobs.append(_Job(idx, list(overrides), sweep_config, f"{sweep_key}/{idx}"))
+        try:
+            client = self._start_cluster()
+        except Exception as exc:  # nothing can run: every job is a FAILED run, the sweep ends normally
+            reason = f"cannot start the PBS cluster: {type(exc).__name__}: {exc}"
+            return [self._failed(job, env, reason) for job in jobs]
+        log.info(f"Launching {len(jobs)} job(s) on PBS, at most {self._max_nodes} node(s) at a time")
+        for job in jobs:
+            log.info(f"\t#{job.idx} : {' '.join(filter_overrides(job.overrides))}")
+            job.future = client.submit(
+                run_remote,
+                self.hydra_context,
+                self.task_function,
+                job.config,
+                Singleton.get_state(),
+                {**env, ENV_JOB_KEY: job.key},
+                key=f"kgbench-job-{job.key.replace('/', '-')}",
+                pure=False,
             )
         try:
-            returns = self._collect(futures, configs, job_overrides, env, sweep_key, initial_job_idx)
+            returns = self._collect(jobs, env)
         except BaseException:  # Ctrl-C or worse: give the nodes back now
             self.close()
             raise
         configure_log(self.config.hydra.hydra_logging, self.config.hydra.verbose)
         return returns
 
-    def _collect(
-        self,
-        futures: list[Future],
-        configs: list[DictConfig],
-        job_overrides: Sequence[Sequence[str]],
-        env: dict[str, str],
-        sweep_key: str,
-        initial_job_idx: int,
-    ) -> list[JobReturn]:
+    def _collect(self, jobs: list[_Job], env: dict[str, str]) -> list[JobReturn]:
         results: dict[int, JobReturn] = {}
-        while len(results) < len(futures):
-            self._scale(len(futures) - len(results))
-            for i, future in enumerate(futures):
-                if i in results or not future.done():
+        while len(results) < len(jobs):
+            self._scale(len(jobs) - len(results))
+            no_workers = self._submissions_failed()
+            for i, job in enumerate(jobs):
+                if i in results or job.future is None:
                     continue
-                overrides = list(job_overrides[i])
-                job_key = f"{sweep_key}/{initial_job_idx + i}"
-                ret = self._job_return(future, configs[i], overrides, env, job_key)
-                results[i] = ret
-                state.record_job(_succeeded(ret))
-            if len(results) < len(futures):
+                if job.future.done():
+                    results[i] = self._job_return(job, env)
+                elif no_workers:
+                    job.future.cancel()
+                    reason = "no PBS job could be submitted for it (qsub failed: its error is logged above)"
+                    results[i] = self._failed(job, env, reason)
+            if len(results) < len(jobs):
                 time.sleep(self.poll_s)
-        return [results[i] for i in range(len(futures))]
+        return [results[i] for i in range(len(jobs))]
 
-    def _job_return(
-        self, future: Future, config: DictConfig, overrides: list[str], env: dict[str, str], job_key: str
-    ) -> JobReturn:
+    def _job_return(self, job: _Job, env: dict[str, str]) -> JobReturn:
         """The job's own return, or (process lost, job raised) a FAILED run recorded here and a NaN value."""
-        reason: str | None = None
+        assert job.future is not None
         try:
-            ret = future.result()
+            ret: JobReturn = job.future.result()
         except Exception as exc:
-            reason = "the PBS job running it was lost (preempted, deleted, out of walltime or node failure): " + (
-                f"{type(exc).__name__}: {exc}"
-            )
-            ret = JobReturn(overrides=overrides, cfg=config, status=JobStatus.COMPLETED)
-            ret.return_value = math.nan
-        else:
-            if ret.status is not JobStatus.COMPLETED:
-                error = ret._return_value
-                reason = f"the job raised on its node: {type(error).__name__}: {error}"
-                log.error("".join(traceback.format_exception(error)) if isinstance(error, BaseException) else reason)
-                ret.status = JobStatus.COMPLETED
-                ret.return_value = math.nan
-        if reason is not None:
-            self._record_failure(config, overrides, env, job_key, " ".join(reason.split()))
+            lost = "the PBS job running it was lost (preempted, deleted, out of walltime or node failure)"
+            return self._failed(job, env, f"{lost}: {type(exc).__name__}: {exc}")
+        if ret.status is not JobStatus.COMPLETED:
+            error = ret._return_value
+            if isinstance(error, BaseException):
+                log.error("".join(traceback.format_exception(error)))
+            return self._failed(job, env, f"the job raised on its node: {type(error).__name__}: {error}")
+        state.record_job(_succeeded(ret))
         return ret
 
-    def _record_failure(
-        self, config: DictConfig, overrides: list[str], env: dict[str, str], job_key: str, reason: str
-    ) -> None:
-        label = display_overrides(overrides) or "defaults"
+    def _failed(self, job: _Job, env: dict[str, str], reason: str) -> JobReturn:
+        """Record the job as a FAILED run (its own, if it made one) and hand Hydra a completed NaN job."""
+        reason = " ".join(reason.split())
+        label = display_overrides(job.overrides) or "defaults"
         log.error(f"job {label}: FAILED: {reason}")
         try:
             record_lost_job(
                 tracking.make_client(),
-                str(config.mlflow.experiment),
-                job_key=job_key,
+                str(job.config.mlflow.experiment),
+                job_key=job.key,
                 label=label,
                 reason=reason,
                 sweep_id=env.get(ENV_SWEEP),
                 parent_run_id=env.get(ENV_PARENT),
-                tags={"backend": str(config.get("backend", "")), "hydra_overrides": label},
+                tags={"backend": str(job.config.get("backend", "")), "hydra_overrides": label},
             )
         except Exception as exc:  # the sweep goes on without this record
             log.error(f"cannot record the failed job in MLflow: {type(exc).__name__}: {exc}")
+        state.record_job(False)
+        ret = JobReturn(overrides=job.overrides, cfg=job.config, status=JobStatus.COMPLETED)
+        ret.return_value = math.nan
+        return ret
+
+
+@dataclass
+class _Job:
+    idx: int
+    overrides: list[str]
+    config: DictConfig
+    key: str  # kgbench.job_key: how the launcher finds the job's run when its process is lost
+    future: Future | None = None
 
 
 def _succeeded(ret: JobReturn) -> bool:

@@ -2,7 +2,8 @@
 
 qsub SCRIPT    copies SCRIPT to $PBS_STUB_DIR/<id>.sh, starts `bash SCRIPT` in the background in its own
                session with the environment PBS gives a job (PATH, HOME, PBS_JOBID, PBS_O_WORKDIR; nothing else
-               of the submitter's), output to $PBS_STUB_DIR/<id>.log, and prints `<id>.stub`.
+               of the submitter's), output to $PBS_STUB_DIR/<id>.log, and prints `<id>.stub`; with
+               $PBS_STUB_QSUB_ERROR set, prints it and fails instead.
 qstat [ID...]  one `ID R|F` line per job (R: its process is alive).
 qdel ID...     SIGTERM to the job's whole process tree, SIGKILL to what is left after $PBS_STUB_KILL_DELAY s
                (PBS's kill_delay): how PBS ends a deleted or preempted job.
@@ -41,6 +42,9 @@ def _pid(job_id: str) -> int | None:
 
 
 def qsub(args: list[str]) -> int:
+    if os.environ.get("PBS_STUB_QSUB_ERROR"):  # a site that refuses the job (bad resource, no such queue)
+        print(f"qsub: {os.environ['PBS_STUB_QSUB_ERROR']}", file=sys.stderr)
+        return 1
     script = args[-1]
     job_id = _new_id()
     shutil.copyfile(script, STATE / f"{job_id}.sh")  # kept for the test: dask-jobqueue deletes its file

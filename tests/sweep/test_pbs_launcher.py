@@ -1,7 +1,8 @@
 """hydra/launcher=pbs: a real Hydra multirun (`python -m kgbench -m ...` in a subprocess) whose jobs run as PBS jobs
 (stub qsub/qdel running the dask-jobqueue job script here), a real dask scheduler and workers on loopback and a
-real `mlflow server`. One job is deleted by PBS while it runs (as a preemption would): a FAILED run, the other
-job FINISHED, the parent run summarises both, the exit status is 0."""
+real `mlflow server`. Three jobs in two batches (as a sweeper that launches batches, like Optuna's, does): one
+job is deleted by PBS while it runs (as a preemption would) and is a FAILED run, the other two FINISHED, the
+parent run summarises all three, the exit status is 0."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from kgbench import promote, report
 from kgbench.sweep.pbs_cluster import PBSOptions, cluster_kwargs, resource_spec
 from kgserve.settings import load_settings
 
@@ -53,11 +55,14 @@ def _runs(client: MlflowClient) -> list:  # type: ignore[type-arg]
 
 
 @pytest.mark.slow
-def test_sweep_on_pbs_nodes_survives_a_deleted_job(tmp_path: Path, mlflow_server: str, pbs_stub: PBSStub) -> None:
+def test_sweep_on_pbs_nodes_survives_a_deleted_job(
+    tmp_path: Path, mlflow_server: str, pbs_stub: PBSStub, capsys: pytest.CaptureFixture[str]
+) -> None:
     client = MlflowClient(tracking_uri=mlflow_server)
     argv = [
         *(sys.executable, "-m", "kgbench", "-m", "hydra/launcher=pbs", "backend=sim", "load=smoke"),
-        "load.warmup_s=0.5,120",  # the second job runs long enough to be deleted while it runs
+        "load.warmup_s=0.5,120,0.6",  # the second job runs long enough to be deleted while it runs
+        "hydra.sweeper.max_batch_size=2",  # the third job comes in a second batch, on the same cluster
         f"mlflow.tracking_uri={mlflow_server}",
         f"mlflow.experiment={EXPERIMENT}",
         f"hydra.sweep.dir={tmp_path / 'multirun'}",
@@ -97,14 +102,45 @@ def test_sweep_on_pbs_nodes_survives_a_deleted_job(tmp_path: Path, mlflow_server
     parents = [r for r in runs if r.data.tags.get("kgbench.role") == "sweep"]
     jobs = [r for r in runs if r.data.tags.get("kgbench.role") == "job"]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED", output[-4000:]
-    assert len(jobs) == 2, output[-4000:]
-    done, lost = sorted(jobs, key=lambda r: "warmup_s=120" in r.data.tags["hydra_overrides"])
-    assert "warmup_s=0.5" in done.data.tags["hydra_overrides"] and "warmup_s=120" in lost.data.tags["hydra_overrides"]
-    assert done.info.status == "FINISHED" and done.data.metrics.get("req_per_s", 0) > 0
+    assert len(jobs) == 3, output[-4000:]
+    *done, lost = sorted(jobs, key=lambda r: "warmup_s=120" in r.data.tags["hydra_overrides"])
+    assert "warmup_s=120" in lost.data.tags["hydra_overrides"]
+    assert all(r.info.status == "FINISHED" and r.data.metrics.get("req_per_s", 0) > 0 for r in done)
     assert lost.info.status == "FAILED"
     assert "PBS job running it was lost" in lost.data.tags["kgbench.failure_reason"]
-    for run in (done, lost):
+    for run in jobs:
         assert run.data.tags["mlflow.parentRunId"] == parents[0].info.run_id
         assert run.data.tags["pbs_job_id"].endswith(".stub")
     assert lost.data.tags["pbs_job_id"] == victim
-    assert "kgbench sweep: 2 job(s)" in output
+    assert "kgbench sweep: 3 job(s)" in output
+
+    # promote and report read the sweep from the server, artifacts included, as from a local store
+    common = ["--tracking-uri", mlflow_server, "--experiment", EXPERIMENT]
+    assert promote.main([*common, "--allow-simulated", "--dry-run"]) == 0
+    chosen = capsys.readouterr().out
+    assert any(f"winner: run {r.info.run_id}" in chosen for r in done), chosen
+    assert report.main([*common, "--out", str(tmp_path / "report")]) == 0
+    assert any((tmp_path / "report").iterdir())
+
+
+@pytest.mark.slow
+def test_a_refused_submission_fails_every_job_and_ends_the_sweep(tmp_path: Path, pbs_stub: PBSStub) -> None:
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    argv = [
+        *(sys.executable, "-m", "kgbench", "-m", "hydra/launcher=pbs", "backend=sim", "load=smoke"),
+        *("nnMaxBatchSize=8,16", f"mlflow.tracking_uri={store}", f"mlflow.experiment={EXPERIMENT}"),
+        *(f"hydra.sweep.dir={tmp_path / 'multirun'}", "hydra.launcher.scheduler_host=127.0.0.1"),
+        "hydra.launcher.poll_s=0.5",
+    ]
+    env = {**pbs_stub.env, "PBS_STUB_QSUB_ERROR": "Unknown resource: ngpus"}
+    run = subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    output = run.stdout + run.stderr
+    assert run.returncode == 1, output[-4000:]  # no job succeeded
+    assert "Unknown resource: ngpus" in output  # qsub's own message reaches the user
+    runs = _runs(MlflowClient(tracking_uri=store))
+    jobs = [r for r in runs if r.data.tags.get("kgbench.role") == "job"]
+    parents = [r for r in runs if r.data.tags.get("kgbench.role") == "sweep"]
+    assert len(jobs) == 2 and all(r.info.status == "FAILED" for r in jobs), output[-4000:]
+    assert all("no PBS job could be submitted" in r.data.tags["kgbench.failure_reason"] for r in jobs)
+    assert len(parents) == 1 and parents[0].info.status == "FAILED"
+    assert not pbs_stub.job_ids()
