@@ -38,8 +38,8 @@ from kgbench.bench.common import (
     sim_settings,
 )
 from kgbench.bench.soak import SoakCounts, add_load_arguments, count_rows, samples, send_requests, table, unaccounted
-from kgbench.kgserve_proc import KgserveProcess
 from kgbench.targets.haproxy_proc import BackendStat, HAProxyProcess, with_balancer
+from kgbench.targets.kgserve_process import KgserveProcess
 
 __all__ = ["Timeline", "main", "soak_balanced"]
 

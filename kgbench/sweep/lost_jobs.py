@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from mlflow.tracking import MlflowClient
 
-from kgbench import tracking
+from kgbench.track import tracking
 
 __all__ = ["JOB_KEY_TAG", "record_lost_job"]
 

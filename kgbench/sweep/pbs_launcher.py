@@ -33,10 +33,11 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from kgbench import state, tracking
-from kgbench.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.sweep import state
+from kgbench.sweep.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
 from kgbench.sweep.lost_jobs import record_lost_job
 from kgbench.sweep.pbs_cluster import PBSOptions, cluster_kwargs
+from kgbench.track import tracking
 from kgserve.settings import ConfigError, load_settings
 
 __all__ = ["PBSLauncher", "run_remote"]

@@ -1,1 +1,1 @@
-"""Targets of the load: kgserve processes, the in-process pool, HAProxy in front of several kgserve."""
+"""What the load is sent to: kgserve as a subprocess (HTTP) or kgserve's engine pool in this process (direct)."""

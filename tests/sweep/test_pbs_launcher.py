@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kgbench import promote, report
+from kgbench.decide import promote, report
 from kgbench.sweep.pbs_cluster import PBSOptions, cluster_kwargs, resource_spec
 from kgserve.settings import load_settings
 
