@@ -11,12 +11,16 @@ import os
 import signal
 import subprocess
 import sys
+from http import HTTPStatus
 from pathlib import Path
 
 import httpx
 import psutil
 import pytest
 import yaml
+from websockets.asyncio.client import connect
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.http11 import Request, Response
 
 from kgbench.bench.common import cleanup_devices, engine_pids, free_port, kgserve_running, sim_env, sim_settings
 from kgbench.targets.haproxy_proc import HAProxyProcess, haproxy_binary, with_balancer
@@ -98,7 +102,7 @@ async def _analyse(client: httpx.AsyncClient, url: str, i: int) -> tuple[int, st
     if response.status_code != 200:
         return response.status_code, response.headers.get(BACKEND_HEADER, ""), response.text[:200]
     lines = [json.loads(line) for line in response.text.splitlines() if line.strip()]
-    final = next((d for d in lines if d.get("isDuringSearch") is False), {})
+    final: dict[str, object] = next((d for d in lines if d.get("isDuringSearch") is False), {})
     return response.status_code, response.headers.get(BACKEND_HEADER, ""), str(final.get("id"))
 
 
@@ -167,3 +171,38 @@ def test_three_kgserve_behind_haproxy(tmp_path: Path) -> None:
             assert status == 200 and ready.get("ready"), ready
     finally:
         cleanup_devices()
+
+
+@pytest.mark.slow
+@needs_haproxy
+def test_websocket_passes_through(tmp_path: Path) -> None:
+    """A WebSocket connection through the generated cfg: the Upgrade reaches the backend, messages flow both
+    ways. The backend is a websockets echo server that answers /readyz like kgserve (kgserve has no WebSocket
+    endpoint of its own; this checks HAProxy's side)."""
+
+    def readyz(connection: ServerConnection, request: Request) -> Response | None:
+        return connection.respond(HTTPStatus.OK, "ready\n") if request.path == "/readyz" else None
+
+    async def echo(connection: ServerConnection) -> None:
+        async for message in connection:
+            await connection.send(f"echo {message if isinstance(message, str) else message.decode()}")
+
+    async def scenario() -> list[str]:
+        async with serve(echo, "127.0.0.1", 0, process_request=readyz) as server:
+            port = server.sockets[0].getsockname()[1]
+            settings = with_balancer(load_settings(), free_port(), [("127.0.0.1", port)], check_interval_s=0.2)
+            haproxy = HAProxyProcess(settings, tmp_path)
+            try:
+                await asyncio.to_thread(haproxy.start)
+                assert await asyncio.to_thread(haproxy.wait_status, "kgserve0", "UP", 30)
+                async with connect(haproxy.url.replace("http://", "ws://") + "/ws") as ws:
+                    replies = []
+                    for text in ("a", "b"):
+                        await ws.send(text)
+                        reply = await asyncio.wait_for(ws.recv(), 10)
+                        replies.append(reply if isinstance(reply, str) else reply.decode())
+                    return replies
+            finally:
+                await asyncio.to_thread(haproxy.stop)
+
+    assert asyncio.run(scenario()) == ["echo a", "echo b"]
