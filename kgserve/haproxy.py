@@ -6,13 +6,13 @@
 
 The cfg: `balance leastconn` (analysis requests differ a lot in length, so the next one goes where the fewest
 run); `option httpchk GET /readyz` takes a backend out after `fall` failed probes (engine restarting, kgserve
-down or shutting down) and back after `rise` good ones. Between probes, `error_limit` 5xx answers in a row
-take it out at once: an unready kgserve answers 503 in milliseconds, and leastconn would otherwise send it
-nearly every request until the next probe. A request that could not be delivered (connection
-refused, a kgserve killed before it answered, a 503 from an unready kgserve) is replayed on another backend:
-an analysis query is a pure computation, replaying it gives the same answer. Timeouts follow the runtime
-config: a response may take limits.deadline_s plus server.grace_period_s; an upgraded (WebSocket) connection
-may idle balancer.tunnel_timeout_s. Each response names its backend in `X-Kgserve-Backend`.
+down or shutting down) and back after `rise` good ones; between probes, `error_limit` failures in a row on live
+traffic (refused connections, a 5xx that is not replayed) take it out at once. A request that could not be
+delivered (connection refused, a kgserve killed before it answered, a 503 from an unready kgserve) is replayed
+on another backend: an analysis query is a pure computation, replaying it gives the same answer. Timeouts
+follow the runtime config: a response may take limits.deadline_s plus server.grace_period_s; an upgraded
+(WebSocket) connection may idle balancer.tunnel_timeout_s. Each response names its backend in
+`X-Kgserve-Backend`.
 
 One engine per GPU: one kgserve per GPU, each started with CUDA_VISIBLE_DEVICES=<gpu> (backends[].gpu), not
 KataGo's multi-GPU keys in one process. The sweep promotes a one-GPU config, which each kgserve then serves as

@@ -183,7 +183,7 @@ class BalancerSettings(_Strict):
     check_interval_s: float = Field(1.0, gt=0)  # /readyz probe period of each backend
     fall: int = Field(2, ge=1)  # failed probes before a backend leaves the rotation
     rise: int = Field(2, ge=1)  # passed probes before it comes back
-    error_limit: int = Field(2, ge=1)  # 5xx answers in a row that take a backend out before the next probe
+    error_limit: int = Field(2, ge=1)  # failures in a row on live traffic that take a backend out at once
     connect_timeout_s: float = Field(5.0, gt=0)
     tunnel_timeout_s: float = Field(3600.0, gt=0)  # an idle WebSocket (or other upgraded) connection
     maxconn: int = Field(4096, ge=1)

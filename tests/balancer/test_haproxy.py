@@ -25,7 +25,7 @@ from websockets.http11 import Request, Response
 from kgbench.bench.common import cleanup_devices, engine_pids, free_port, kgserve_running, sim_env, sim_settings
 from kgbench.targets.haproxy_proc import HAProxyProcess, haproxy_binary, with_balancer
 from kgserve.haproxy import BACKEND_HEADER, kgserve_commands, render_cfg
-from kgserve.settings import load_settings
+from kgserve.settings import ConfigError, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 needs_haproxy = pytest.mark.skipif(haproxy_binary() is None, reason="haproxy is not installed (apt install haproxy)")
@@ -206,3 +206,12 @@ def test_websocket_passes_through(tmp_path: Path) -> None:
                 await asyncio.to_thread(haproxy.stop)
 
     assert asyncio.run(scenario()) == ["echo a", "echo b"]
+
+
+def test_a_balancer_without_backends_is_a_clear_error(tmp_path: Path) -> None:
+    data = yaml.safe_load((REPO / "runtime" / "config.yaml").read_text())
+    data["balancer"]["backends"] = []
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"balancer\.backends"):
+        load_settings(config)
