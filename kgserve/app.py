@@ -18,6 +18,7 @@ from fastapi import FastAPI
 
 from kgserve.access import AccessMiddleware
 from kgserve.analysis import PoolLike
+from kgserve.apidocs import docs_routes
 from kgserve.auth import TokenAuth, token_from_env
 from kgserve.intake import ServeContext
 from kgserve.limits import Admission
@@ -80,5 +81,8 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     app.state.kgserve = ctx
     app.state.metrics = metrics
     app.include_router(router)
-    app.add_middleware(AccessMiddleware, metrics=metrics, auth=TokenAuth(token_from_env(settings.server)))
+    token = token_from_env(settings.server)
+    if settings.server.docs:
+        app.router.routes.extend(docs_routes(settings, auth=token is not None))
+    app.add_middleware(AccessMiddleware, metrics=metrics, auth=TokenAuth(token))
     return app

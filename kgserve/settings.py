@@ -49,6 +49,7 @@ class ServerSettings(_Strict):
     auth_token_env: str | None = None
     grace_period_s: float = Field(30.0, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
+    docs: bool = True  # GET /docs (Swagger UI) and /openapi.json; false: both 404 (kgserve.apidocs)
 
 
 class BackendSettings(_Strict):
