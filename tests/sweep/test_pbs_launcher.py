@@ -55,6 +55,7 @@ def _runs(client: MlflowClient) -> list:  # type: ignore[type-arg]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 2-5 min on a loaded 2-core machine: a dozen Python processes start
 def test_sweep_on_pbs_nodes_survives_a_deleted_job(
     tmp_path: Path, mlflow_server: str, pbs_stub: PBSStub, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -77,7 +78,7 @@ def test_sweep_on_pbs_nodes_survives_a_deleted_job(
         proc = subprocess.Popen(argv, cwd=REPO, env=pbs_stub.env, stdout=out, stderr=subprocess.STDOUT)
     try:
         victim = None
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 400
         while victim is None and proc.poll() is None and time.monotonic() < deadline:
             for run in _runs(client):
                 tags = run.data.tags
@@ -86,7 +87,7 @@ def test_sweep_on_pbs_nodes_survives_a_deleted_job(
             time.sleep(0.2)
         assert victim, f"the long job never ran on a PBS job:\n{log.read_text()[-4000:]}"
         assert pbs_stub.run("qdel", victim).returncode == 0  # as PBS ends a deleted or preempted job
-        assert proc.wait(timeout=240) == 0, log.read_text()[-4000:]
+        assert proc.wait(timeout=400) == 0, log.read_text()[-4000:]
     finally:
         if proc.poll() is None:
             stop_tree(proc)
@@ -124,6 +125,7 @@ def test_sweep_on_pbs_nodes_survives_a_deleted_job(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)
 def test_a_refused_submission_fails_every_job_and_ends_the_sweep(tmp_path: Path, pbs_stub: PBSStub) -> None:
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
     argv = [
