@@ -65,7 +65,7 @@ def mlflow_server(tmp_path: Path) -> Iterator[str]:
     )
     uri = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240  # importing mlflow's server takes over a minute on a loaded machine
         while True:
             try:
                 with urllib.request.urlopen(f"{uri}/health", timeout=2) as response:
