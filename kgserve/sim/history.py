@@ -74,10 +74,6 @@ class Replay:
         board, player = self.board, self.to_move
         out = set(self.superko_banned)
         for loc, color in enumerate(board.stones):
-            if (
-                color != EMPTY
-                or loc == board.ko_loc
-                or board.is_illegal_suicide(loc, player, self.rules.suicide)
-            ):
+            if color != EMPTY or loc == board.ko_loc or board.is_illegal_suicide(loc, player, self.rules.suicide):
                 out.add(loc)
         return frozenset(out)

@@ -11,8 +11,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kgserve.protocol import dump_compact
+from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player
 from kgserve.sim.cfgkeys import is_known_key
-from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, opponent, parse_loc, parse_player
 from kgserve.sim.history import Replay
 from kgserve.sim.rules import float32, parse_rules, supported_rules
 

@@ -14,8 +14,8 @@ import random
 import zlib
 from typing import Any
 
-from kgserve.sim.queries import Request
 from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, loc_to_str
+from kgserve.sim.queries import Request
 
 __all__ = ["F64", "dumps", "no_results", "render_analysis"]
 

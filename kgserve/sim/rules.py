@@ -79,9 +79,14 @@ _preset(
     "ancientterritory|ancient-territory|ancient_territory|ancient territory",
     Rules("SIMPLE", "TERRITORY", "ALL", False, False, "0", False, 6.5),
 )
-_preset("agabutton|aga-button|aga_button|aga button", Rules("SITUATIONAL", "AREA", "NONE", False, True, "N-1", True, 7.0))
+_preset(
+    "agabutton|aga-button|aga_button|aga button", Rules("SITUATIONAL", "AREA", "NONE", False, True, "N-1", True, 7.0)
+)
 _preset("aga|bga|french", Rules("SITUATIONAL", "AREA", "NONE", False, False, "N-1", True, 7.5))
-_preset("nz|newzealand|new zealand|new-zealand|new_zealand", Rules("SITUATIONAL", "AREA", "NONE", True, False, "0", True, 7.0))
+_preset(
+    "nz|newzealand|new zealand|new-zealand|new_zealand",
+    Rules("SITUATIONAL", "AREA", "NONE", True, False, "0", True, 7.0),
+)
 _preset("tromp-taylor|tromp_taylor|tromp taylor|tromptaylor", Rules())
 _preset("goe|ing", Rules(fpok=True))
 
@@ -155,6 +160,16 @@ _LEGACY: list[tuple[str, str, tuple[str, ...]]] = [
 ]
 
 
+def _set(rules: Rules, attr: str, value: str) -> Rules:
+    if attr == "suicide":
+        return replace(rules, suicide=value == "1")
+    if attr == "button":
+        return replace(rules, button=value == "1")
+    if attr == "fpok":
+        return replace(rules, fpok=value == "1")
+    return replace(rules, **{attr: value})  # type: ignore[arg-type]
+
+
 def _legacy(text: str) -> Rules:
     s = text.strip(WHITESPACE)
     if not s:
@@ -181,8 +196,7 @@ def _legacy(text: str) -> Rules:
                 if value is None:
                     raise _Bad
                 s = s[len(value) :].strip(WHITESPACE)
-                parsed: str | bool = value == "1" if attr in ("suicide", "button", "fpok") else value
-                rules = replace(rules, **{attr: parsed})
+                rules = _set(rules, attr, value)
                 tax_given = tax_given or attr == "tax"
                 break
         else:

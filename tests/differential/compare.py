@@ -7,8 +7,8 @@ Compared, per query id:
   `rootInfo.visits`; `ownership`/`ownershipStdev`/`policy` lengths; which `policy` entries are -1 (the
   illegal moves: occupied points, ko, suicide under the rules); the key set and value types of the
   `moveInfos` entries (`isSymmetryOf` aside), with per-move arrays of the board's length;
-- on each side alone: `pv` no longer than the query's `analysisPVLen`, `pvVisits`/`pvEdgeVisits` as long as
-  `pv`, no `moveInfos` move on a point the policy marks illegal.
+- on each side alone: `pv` no longer than the move plus `analysisPVLen` replies (KataGo's bound),
+  `pvVisits`/`pvEdgeVisits` as long as `pv`, no `moveInfos` move on a point the policy marks illegal.
 
 Not compared (they depend on the search or on the network): every number's value (winrates, scores, priors,
 visits per move, ownership), `moveInfos` count, order and moves, `pv` contents and length, `isSymmetryOf`,
@@ -61,8 +61,17 @@ def _finals(lines: list[str]) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
-def _move_signature(info: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, _kind(v)) for k, v in info.items() if k not in SEARCH_DEPENDENT_MOVE_KEYS))
+def _move_kinds(infos: list[dict[str, Any]]) -> dict[str, set[str]]:
+    """Per moveInfos key, the value kinds seen; an empty list (a pv cut at a game's end) matches any list."""
+    kinds: dict[str, set[str]] = defaultdict(set)
+    for info in infos:
+        for key, value in info.items():
+            if key in SEARCH_DEPENDENT_MOVE_KEYS:
+                continue
+            kinds.setdefault(key, set())
+            if _kind(value) != "list[]":
+                kinds[key].add(_kind(value))
+    return dict(kinds)
 
 
 def _self_checks(name: str, line: dict[str, Any], pv_len: int | None) -> list[str]:
@@ -70,8 +79,8 @@ def _self_checks(name: str, line: dict[str, Any], pv_len: int | None) -> list[st
     policy = line.get("policy")
     for info in line.get("moveInfos", []):
         pv = info.get("pv", [])
-        if pv_len is not None and len(pv) > pv_len:
-            problems.append(f"{name}: pv of {info.get('move')} longer than analysisPVLen {pv_len}")
+        if pv_len is not None and len(pv) > pv_len + 1:  # the move, then up to analysisPVLen replies
+            problems.append(f"{name}: pv of {info.get('move')} longer than analysisPVLen {pv_len} + 1")
         for key in ("pvVisits", "pvEdgeVisits"):
             if key in info and len(info[key]) != len(pv):
                 problems.append(f"{name}: {key} of {info.get('move')} not as long as its pv")
@@ -113,10 +122,13 @@ def _compare_final(real: dict[str, Any], sim: dict[str, Any]) -> list[str]:
         sim_mask = [i for i, p in enumerate(sim["policy"]) if p == -1]
         if real_mask != sim_mask:
             out.append(f"policy -1 entries: real {real_mask} sim {sim_mask}")
-    real_moves = {_move_signature(m) for m in real.get("moveInfos", [])}
-    sim_moves = {_move_signature(m) for m in sim.get("moveInfos", [])}
-    if real_moves and sim_moves and real_moves != sim_moves:
-        out.append(f"moveInfos keys/types: real {sorted(real_moves)} sim {sorted(sim_moves)}")
+    real_moves, sim_moves = _move_kinds(real.get("moveInfos", [])), _move_kinds(sim.get("moveInfos", []))
+    if real_moves and sim_moves:
+        if sorted(real_moves) != sorted(sim_moves):
+            out.append(f"moveInfos keys: real {sorted(real_moves)} sim {sorted(sim_moves)}")
+        for key in sorted(set(real_moves) & set(sim_moves)):
+            if real_moves[key] and sim_moves[key] and real_moves[key] != sim_moves[key]:
+                out.append(f"moveInfos {key} types: real {real_moves[key]} sim {sim_moves[key]}")
     for side, line in (("real", real), ("sim", sim)):
         for info in line.get("moveInfos", []):
             for key in ("ownership", "ownershipStdev"):

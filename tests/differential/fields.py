@@ -185,32 +185,32 @@ def _override(rng: random.Random, game: Game) -> Any:
     return {key: rng.choice(choices[key]) for key in keys}
 
 
-def _choice(*values: Any) -> Callable[[random.Random, Game], Any]:
-    return lambda rng, game: rng.choice(values)
+def _values(valid: tuple[Any, ...], wrong: tuple[Any, ...]) -> Callable[[random.Random, Game], Any]:
+    return lambda rng, game: rng.choice(valid if rng.random() < 0.65 else wrong)
 
 
 FIELD_MAKERS: dict[str, Callable[[random.Random, Game], Any]] = {
-    "initialPlayer": _choice("b", "w", "B", "W", "black", "White", " b", "x", "", 1, None),
+    "initialPlayer": _values(("b", "w", "B", "W", "black", "White"), (" b", "x", "", 1, None)),
     "analyzeTurns": _turns,
     "priorities": lambda rng, game: rng.choice(
         [[rng.randint(-5, 5)], [1, 2], [], [2**62], [2**62 + 1], [-(2**62) - 1], "1", [1.5], [True]]
     ),
-    "priority": _choice(0, 5, -5, 2**62, 2**62 + 1, -(2**62), 1.0, "1", True, None),
-    "maxVisits": _choice(1, 2, 3, 4, 0, -1, 2**50 + 1, 1.0, "2", True, None),
-    "analysisPVLen": _choice(1, 2, 5, 15, 0, 1001, 2.5, "3", False),
-    "rootFpuReductionMax": _choice(0, 0.5, 2, 2.0, -0.1, 2.5, "x", None),
-    "rootPolicyTemperature": _choice(0.01, 1, 1.5, 100, 0.001, 101, "1", True),
-    "includeOwnership": _choice(True, False, "true", 1, None),
-    "includeOwnershipStdev": _choice(True, False, 0),
-    "includeMovesOwnership": _choice(True, False, "false"),
-    "includeMovesOwnershipStdev": _choice(True, False, []),
-    "includePolicy": _choice(True, True, False, 1),
-    "includePVVisits": _choice(True, False, "yes"),
-    "includeNoResultValue": _choice(True, False, 1),
-    "reportDuringSearchEvery": _choice(0.5, 1, 1000, 0.0005, 0, 1e7, "1", None),
-    "firstReportDuringSearchAfter": _choice(0.5, 2, 0, -1, 1000000.0, 1000001, "x"),
-    "whiteHandicapBonus": _choice("0", "N", "N-1", "n", " N ", "2", "", 0, None),
-    "komi": _choice(7.5, 6.5, 0, -0.5, 7, 400, -400, 7.25, 400.5, -401, 1e3, "7.5", True, None, 0.1),
+    "priority": _values((0, 5, -5, 2**62, -(2**62)), (2**62 + 1, 1.0, "1", True, None)),
+    "maxVisits": _values((1, 2, 3, 4), (0, -1, 2**50 + 1, 1.0, "2", True, None)),
+    "analysisPVLen": _values((1, 2, 5, 15, 1000), (0, 1001, 2.5, "3", False)),
+    "rootFpuReductionMax": _values((0, 0.5, 2, 2.0), (-0.1, 2.5, "x", None)),
+    "rootPolicyTemperature": _values((0.01, 1, 1.5, 100), (0.001, 101, "1", True)),
+    "includeOwnership": _values((True, False), ("true", 1, None)),
+    "includeOwnershipStdev": _values((True, False), (0,)),
+    "includeMovesOwnership": _values((True, False), ("false",)),
+    "includeMovesOwnershipStdev": _values((True, False), ([],)),
+    "includePolicy": _values((True, False), (1,)),
+    "includePVVisits": _values((True, False), ("yes",)),
+    "includeNoResultValue": _values((True, False), (1,)),
+    "reportDuringSearchEvery": _values((0.5, 1, 1000, 0.001), (0.0005, 0, 1e7, "1", None)),
+    "firstReportDuringSearchAfter": _values((0.5, 2, 1000000.0), (0, -1, 1000001, "x")),
+    "whiteHandicapBonus": _values(("0", "N", "N-1"), ("n", " N ", "2", "", 0, None)),
+    "komi": _values((7.5, 6.5, 0, -0.5, 7, 400, -400, 1.0), (7.25, 400.5, -401, 1e3, "7.5", True, None, 0.1)),
     "allowMoves": _allow_avoid,
     "avoidMoves": _allow_avoid,
     "overrideSettings": _override,

@@ -64,6 +64,14 @@ class _Board:
     def empties(self) -> list[tuple[int, int]]:
         return [(x, y) for y in range(self.ys) for x in range(self.xs) if (x, y) not in self.cells]
 
+    def single_suicide(self, p: tuple[int, int], color: str) -> bool:
+        """Only opponent neighbours, none in atari: KataGo rejects such a move even while replaying history."""
+        for n in self.adj(p):
+            c = self.cells.get(n)
+            if c is None or c == color or self.chain(n)[1] == 1:
+                return False
+        return True
+
     def liberties_at(self, p: tuple[int, int]) -> int:
         return sum(1 for n in self.adj(p) if n not in self.cells)
 
@@ -76,15 +84,14 @@ class Game:
     moves: list[tuple[str, str]]
 
 
-def _pick_point(
-    rng: random.Random, board: _Board, recent: list[tuple[int, int]], wild: bool
-) -> tuple[int, int] | None:
+def _pick_point(rng: random.Random, board: _Board, recent: list[tuple[int, int]], wild: bool) -> tuple[int, int] | None:
     empties = board.empties()
     roll = rng.random()
     if wild and roll < 0.03 and board.cells:  # an occupied point: KataGo rejects it
         return rng.choice(sorted(board.cells))
     if not empties:
         return None
+    recent = [p for p in recent if p not in board.cells]
     if roll < 0.2 and recent:  # retake or refill a point just emptied: ko, snapback, repetition
         return rng.choice(recent)
     if roll < (0.45 if wild else 0.25):  # points with no or one liberty: captures and suicides (one or many stones)
@@ -113,6 +120,8 @@ def random_game(rng: random.Random, x_size: int, y_size: int, length: int, n_ini
         if rng.random() < 0.03:  # the same player twice: KataGo clears the ko state and goes on
             to_move = "B" if to_move == "W" else "W"
         point = None if rng.random() < 0.06 else _pick_point(rng, board, recent, wild)
+        if point is not None and not wild and point not in board.cells and board.single_suicide(point, to_move):
+            point = None  # a calm game keeps to moves the engine replays
         color = to_move.lower() if rng.random() < 0.8 else to_move
         if point is None:
             moves.append((color, rng.choice(["pass", "pass", "PASS", "Pass"])))

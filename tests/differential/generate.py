@@ -5,7 +5,7 @@
 | category | what it holds |
 |---|---|
 | `game` | a random game on a random board (2x2 to 19x19, square or not), valid fields, any rules preset |
-| `tiny` | a wild game on a 2x2 to 5x4 board: captures, single and multi-stone suicide, ko, repetition |
+| `tiny` | a game (wild half the time) on a 2x2 to 5x4 board: captures, single and multi-stone suicide, ko, repetition |
 | `wild` | a wild game on any board: moves on occupied points, suicides, same player twice, passes |
 | `setup` | `initialStones` (captures and suicides while placing, duplicates) and `initialPlayer` |
 | `rules` | rules presets, aliases, legacy strings, rules objects and JSON strings, valid and not, plus komi |
@@ -79,7 +79,7 @@ def _base(case_id: str, rng: random.Random, game: Game) -> dict[str, Any]:
     if rng.random() < 0.3:
         n = len(game.moves)
         body["analyzeTurns"] = sorted(rng.sample(range(n + 1), min(n + 1, rng.randint(1, 3))))
-    if rng.random() < 0.3:
+    if rng.random() < 0.5:  # the policy's -1 entries show which moves the engine holds illegal
         body["includePolicy"] = True
     return body
 
@@ -146,7 +146,7 @@ def _body(category: str, case_id: str, rng: random.Random) -> dict[str, Any]:
     if category == "game":
         return _base(case_id, rng, _game(rng))
     if category == "tiny":
-        return _base(case_id, rng, _game(rng, tiny=True, wild=True))
+        return _base(case_id, rng, _game(rng, tiny=True, wild=rng.random() < 0.5))
     if category == "wild":
         return _base(case_id, rng, _game(rng, wild=True))
     if category == "setup":
