@@ -16,7 +16,7 @@ from typing import Any
 import psutil
 import yaml
 
-from kgbench.kgserve_proc import KgserveProcess
+from kgbench.targets.kgserve_process import KgserveProcess
 from kgserve.settings import Settings, load_settings
 
 __all__ = [

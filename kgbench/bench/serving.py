@@ -30,10 +30,10 @@ from typing import Any
 import psutil
 
 from kgbench.bench.common import cleanup_devices, kgserve_running, machine_line, sim_env, sim_settings
-from kgbench.direct import open_pool, run_direct
-from kgbench.loadgen import run_load
-from kgbench.loadtypes import LevelSummary, LoadResult, LoadSettings
-from kgbench.traffic import QuerySource
+from kgbench.load.direct import open_pool, run_direct
+from kgbench.load.generator import run_load
+from kgbench.load.traffic import QuerySource
+from kgbench.load.types import LevelSummary, LoadResult, LoadSettings
 
 BASE_LOAD = LoadSettings(
     concurrency=(64,), warmup_s=1.0, window_s=1.0, min_windows=3, max_windows=6, tolerance=0.1, max_visits=10

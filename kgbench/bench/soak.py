@@ -37,7 +37,7 @@ from kgbench.bench.common import (
     sim_env,
     sim_settings,
 )
-from kgbench.traffic import load_games
+from kgbench.load.traffic import load_games
 
 
 @dataclass

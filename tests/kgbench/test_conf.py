@@ -10,8 +10,8 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from kgbench.__main__ import CONF_DIR, config_groups, rewrite_overrides
-from kgbench.callbacks import count_jobs, display_overrides
-from kgbench.render import katago_keys, render_cfg
+from kgbench.sweep.callbacks import count_jobs, display_overrides
+from kgbench.sweep.render import katago_keys, render_cfg
 
 
 def _compose(overrides: list[str]) -> DictConfig:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kgbench.enginebench import (
+from kgbench.enginebench.run import (
     BenchmarkParseError,
     EngineBenchError,
     EngineBenchRun,

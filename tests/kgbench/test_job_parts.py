@@ -10,13 +10,14 @@ from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 
-from kgbench import state, summary, tracking
 from kgbench.__main__ import CONF_DIR, rewrite_overrides
-from kgbench.job import check_engine_files, prepare
-from kgbench.kgserve_proc import JobFailure
-from kgbench.loadtypes import LevelSummary, RequestRecord
-from kgbench.plots import write_plots
-from kgbench.render import RenderError
+from kgbench.load.types import LevelSummary, RequestRecord
+from kgbench.sweep import state
+from kgbench.sweep.job import check_engine_files, prepare
+from kgbench.sweep.render import RenderError
+from kgbench.targets.kgserve_process import JobFailure
+from kgbench.track import summary, tracking
+from kgbench.track.plots import write_plots
 from kgserve.settings import load_settings
 
 
@@ -129,8 +130,8 @@ def test_exit_status() -> None:
 
 @pytest.mark.slow
 def test_an_unexpected_error_becomes_a_failed_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kgbench import modes
-    from kgbench.job import JobContext, run_job
+    from kgbench.sweep import modes
+    from kgbench.sweep.job import JobContext, run_job
 
     def boom(*args: object) -> float:
         raise RuntimeError("the load generator fell over\nbadly")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kgbench.kgserve_proc import JobFailure, KgserveProcess, find_unused_keys, parse_nn_stats
+from kgbench.targets.kgserve_process import JobFailure, KgserveProcess, find_unused_keys, parse_nn_stats
 
 REF = Path(__file__).resolve().parents[1] / "data" / "katago-reference"
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from kgbench.latency import (
+from kgbench.load.latency import (
     latency_stats,
     merge_selfwatch,
     percentile,
@@ -16,8 +16,8 @@ from kgbench.latency import (
     window_rates,
     windows_agree,
 )
-from kgbench.loadtypes import RequestRecord, SelfWatch
-from kgbench.responses import error_kind_for_status, final_visits, outcome_from_response
+from kgbench.load.responses import error_kind_for_status, final_visits, outcome_from_response
+from kgbench.load.types import RequestRecord, SelfWatch
 
 
 def rec(latency: float, *, phase: str = "measure", error: str | None = None, visits: int | None = 10) -> RequestRecord:

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from kgbench.loadgen import LoadSettings, ProgressUpdate, run_load
-from kgbench.traffic import QuerySource
+from kgbench.load.generator import LoadSettings, ProgressUpdate, run_load
+from kgbench.load.traffic import QuerySource
 
 
 @dataclass

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from kgbench.direct import DirectSender, open_pool
-from kgbench.loadgen import DirectTarget, LoadSettings, run_load
-from kgbench.traffic import QuerySource
+from kgbench.load.direct import DirectSender, open_pool
+from kgbench.load.generator import DirectTarget, LoadSettings, run_load
+from kgbench.load.traffic import QuerySource
 from kgserve.engine import EngineDied
 from kgserve.pool import NoEngineReady
 from kgserve.protocol import Query

@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
 from kgbench.__main__ import CONF_DIR, rewrite_overrides
-from kgbench.render import render_cfg
+from kgbench.sweep.render import render_cfg
 from kgserve.sim.throughput import predict_throughput
 
 from .test_kgbench_cli import client_for, run_kgbench, runs_by_role

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kgbench.traffic import (
+from kgbench.load.traffic import (
     DEFAULT_DIRS,
     Position,
     QuerySource,
@@ -116,7 +116,7 @@ def test_empty_dir_is_an_error(tmp_path: Path) -> None:
 
 
 def test_cached_queries_equal_built_queries() -> None:
-    from kgbench.traffic import build_query
+    from kgbench.load.traffic import build_query
 
     src = QuerySource.from_dirs(seed=9)
     for _ in range(300):

@@ -23,7 +23,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 from ruamel.yaml import YAML
 
-from kgbench.cfgwrite import set_engine_backend
+from kgbench.decide.cfgwrite import set_engine_backend
 from kgserve.provenance import read_provenance, render_header
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kgbench import promote as promote_mod
+from kgbench.decide import promote as promote_mod
 from kgserve.provenance import read_provenance
 from kgserve.settings import load_settings
 

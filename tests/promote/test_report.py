@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kgbench import report as report_mod
-from kgbench.reportplots import pareto_front
+from kgbench.decide import report as report_mod
+from kgbench.decide.reportplots import pareto_front
 
 from .conftest import Store
 

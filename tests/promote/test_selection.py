@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from kgbench.cfgwrite import set_engine_backend, unified_diff
-from kgbench.selection import Candidate, choose_winner, format_table
+from kgbench.decide.cfgwrite import set_engine_backend, unified_diff
+from kgbench.decide.selection import Candidate, choose_winner, format_table
 
 
 def c(run_id: str, req: float | None, p99: float | None = 500.0, **kw: object) -> Candidate:

@@ -15,7 +15,7 @@ from pathlib import Path
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from kgbench.selection import Candidate
+from kgbench.decide.selection import Candidate
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
@@ -32,7 +32,7 @@ __all__ = [
     "swept_keys",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_EXPERIMENT = "kgbench"
 SWEPT_PARAM_PREFIXES = ("katago.", "load.", "bench.")
 SWEPT_PARAMS = ("backend", "engines", "transport", "mode")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_DIRS = (
     REPO_ROOT / "assets" / "analysis" / "inputs",
     REPO_ROOT / "tests" / "data" / "katago-reference" / "samples" / "inputs",

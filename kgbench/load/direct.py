@@ -16,10 +16,10 @@ import json
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-from kgbench.loadgen import run_levels
-from kgbench.loadtypes import LoadResult, LoadSettings, Progress
-from kgbench.responses import Outcome, final_visits
-from kgbench.traffic import QuerySource
+from kgbench.load.generator import run_levels
+from kgbench.load.responses import Outcome, final_visits
+from kgbench.load.traffic import QuerySource
+from kgbench.load.types import LoadResult, LoadSettings, Progress
 from kgserve.engine import EngineError
 from kgserve.pool import EnginePool
 from kgserve.protocol import Rejected, classify_line

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.status import Status
 
-from kgbench.loadtypes import ProgressUpdate
+from kgbench.load.types import ProgressUpdate
 
 __all__ = ["JobProgress"]
 

@@ -1,8 +1,8 @@
 """mode=engine: run KataGo's own `katago benchmark` for one job and parse its table.
 
-Contract with kgbench/job.py (the job owns MLflow; this module never imports mlflow)::
+Contract with kgbench/sweep/job.py (the job owns MLflow; this module never imports mlflow)::
 
-    from kgbench.enginebench import EngineBenchError, run_engine_benchmark
+    from kgbench.enginebench.run import EngineBenchError, run_engine_benchmark
 
     try:
         bench = run_engine_benchmark(
@@ -24,7 +24,7 @@ Contract with kgbench/job.py (the job owns MLflow; this module never imports mlf
 
 `katago benchmark` refuses an analysis cfg (it requires the GTP key `numSearchThreads`), so
 `render_benchmark_cfg` drops analysis-only keys and sets `numSearchThreads`.
-The parser lives in kgbench.benchparse (pure; re-exported here).
+The parser lives in kgbench.enginebench.parse (pure; re-exported here).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kgbench.benchparse import (
+from kgbench.enginebench.parse import (
     BenchmarkParseError,
     BenchmarkResult,
     ThreadResult,

@@ -15,11 +15,11 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from kgbench import tracking
-from kgbench.callbacks import ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
-from kgbench.kgserve_proc import JobFailure
-from kgbench.progress import JobProgress
-from kgbench.render import Rendered, RenderError, render_cfg
+from kgbench.sweep.callbacks import ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.sweep.progress import JobProgress
+from kgbench.sweep.render import Rendered, RenderError, render_cfg
+from kgbench.targets.kgserve_process import JobFailure
+from kgbench.track import tracking
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_settings
 
 __all__ = ["JobContext", "JobOutcome", "context_from_hydra", "job_settings_yaml", "prepare", "run_job"]
@@ -159,7 +159,7 @@ def _params(cfg: DictConfig, prepared: Prepared) -> dict[str, Any]:
 
 
 def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
-    from kgbench.gpu import gpu_name
+    from kgbench.track.gpu import gpu_name
 
     backend = str(cfg.get("backend", ""))
     return {
@@ -177,7 +177,7 @@ def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
 
 
 def _execute(cfg: DictConfig, ctx: JobContext, run: tracking.JobRun, progress: JobProgress) -> float:
-    from kgbench import modes
+    from kgbench.sweep import modes
 
     progress.stage("rendering the KataGo cfg")
     prepared = prepare(cfg, ctx.job_dir, ctx.label)

@@ -6,7 +6,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 
-from kgbench.loadtypes import LevelSummary, RequestRecord, SelfWatch
+from kgbench.load.types import LevelSummary, RequestRecord, SelfWatch
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:

@@ -20,7 +20,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from kgbench import state
+from kgbench.sweep import state
 
 __all__ = ["ENV_JOBS", "ENV_PARENT", "ENV_SWEEP", "KgbenchCallback", "count_jobs", "display_overrides"]
 
@@ -59,7 +59,7 @@ class KgbenchCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         state.reset()
         try:
-            from kgbench import tracking
+            from kgbench.track import tracking
 
             overrides = list(config.hydra.overrides.task)
             sweeper = str(config.hydra.sweeper.get("_target_", ""))
@@ -89,7 +89,7 @@ class KgbenchCallback(Callback):
     def _summarise(self) -> None:
         if self.parent_run_id is None or self.experiment_id is None:
             return
-        from kgbench import summary, tracking
+        from kgbench.track import summary, tracking
 
         client = tracking.make_client()
         runs = summary.child_runs(client, self.experiment_id, self.parent_run_id)

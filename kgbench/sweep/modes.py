@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from kgbench.gpu import GpuSampler
-from kgbench.kgserve_proc import JobFailure, KgserveProcess, find_unused_keys, parse_nn_stats
-from kgbench.loadtypes import HttpTarget, LoadResult, LoadSettings
-from kgbench.progress import JobProgress
-from kgbench.tracking import JobRun
+from kgbench.load.types import HttpTarget, LoadResult, LoadSettings
+from kgbench.sweep.progress import JobProgress
+from kgbench.targets.kgserve_process import JobFailure, KgserveProcess, find_unused_keys, parse_nn_stats
+from kgbench.track.gpu import GpuSampler
+from kgbench.track.tracking import JobRun
 
 if TYPE_CHECKING:
-    from kgbench.job import Prepared
+    from kgbench.sweep.job import Prepared
 
 __all__ = ["engine_mode", "load_mode", "log_load_result", "model_sha256"]
 
@@ -61,7 +61,7 @@ def _ready_tags(ready: dict[str, Any]) -> dict[str, str]:
 
 def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], job_dir: Path, title: str) -> float:
     """Metrics (headline = the level with the highest req/s), per-level series, tags, CSV and plots."""
-    from kgbench.plots import write_plots
+    from kgbench.track.plots import write_plots
 
     head = result.headline()
     metrics: dict[str, Any] = dict(extra)
@@ -112,8 +112,8 @@ def _load_settings(cfg: DictConfig) -> LoadSettings:
 def _via_kgserve(
     prepared: Prepared, load: LoadSettings, job_dir: Path, run: JobRun, progress: JobProgress
 ) -> tuple[LoadResult, dict[str, float]]:
-    from kgbench.loadgen import run_load
-    from kgbench.traffic import QuerySource
+    from kgbench.load.generator import run_load
+    from kgbench.load.traffic import QuerySource
 
     backend = prepared.settings.engine.backend_settings(prepared.backend)
     proc = KgserveProcess(prepared.kgserve_config, job_dir / "kgserve_stderr.log")
@@ -143,14 +143,14 @@ def _via_kgserve(
 
 
 def load_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, progress: JobProgress) -> float:
-    from kgbench.benchparse import trt_cache_status
+    from kgbench.enginebench.parse import trt_cache_status
 
     load = _load_settings(cfg)
     run.set_tags(_model_tags(prepared))
     log_path = job_dir / "kgserve_stderr.log"
     try:
         if prepared.transport == "direct":
-            from kgbench.direct_job import via_direct
+            from kgbench.sweep.direct_job import via_direct
 
             result, extra = via_direct(prepared, load, job_dir, run, progress)
         else:
@@ -164,9 +164,9 @@ def load_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, p
 
 
 def engine_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, progress: JobProgress) -> float:
-    """`katago benchmark` with the job's cfg (kgbench.enginebench); metrics per thread count, step = threads."""
-    from kgbench.enginebench import EngineBenchError, run_engine_benchmark
-    from kgbench.job import section
+    """`katago benchmark` with the job's cfg (kgbench.enginebench.run); metrics per thread count, step = threads."""
+    from kgbench.enginebench.run import EngineBenchError, run_engine_benchmark
+    from kgbench.sweep.job import section
 
     bench_cfg = section(cfg, "engine_bench")
     engine = prepared.settings.engine

@@ -1,6 +1,6 @@
 """Data types of the load generator (public API for kgbench's job runner).
 
-Entry point: ``kgbench.loadgen.run_load(target, load, queries, progress) -> LoadResult``.
+Entry point: ``kgbench.load.generator.run_load(target, load, queries, progress) -> LoadResult``.
 
 Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
 
@@ -131,7 +131,7 @@ class RequestRecord:
     bytes: int  # response body bytes
     visits: int | None  # rootInfo.visits of the final analysis
     error: str | None  # one of ERROR_KINDS, None = success
-    position: str  # traffic key of the position (see kgbench.traffic)
+    position: str  # traffic key of the position (see kgbench.load.traffic)
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ __all__ = [
     "tracking_uri",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 _MAX_PARAM = 6000
 _BATCH = 900  # MLflow accepts up to 1000 entries per log_batch
 

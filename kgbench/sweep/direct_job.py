@@ -1,5 +1,5 @@
 """transport=direct for a job: the same engines, cfg, queries and load shape as over HTTP, but through kgserve's
-EnginePool in this process (kgbench.direct sends the queries), so `overhead = 1 - reqs_http / reqs_direct`
+EnginePool in this process (kgbench.load.direct sends the queries), so `overhead = 1 - reqs_http / reqs_direct`
 shows what the serving layer costs. The engines' stderr (logged by kgserve.engine as `engine[i] stderr: ...`)
 goes to kgserve_stderr.log in the job dir, read for `NN rows`/`NN batches` and `Unused key` like the HTTP path.
 """
@@ -13,14 +13,14 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kgbench.gpu import GpuSampler
-from kgbench.kgserve_proc import MAX_LINES, JobFailure, find_unused_keys, parse_nn_stats
-from kgbench.loadtypes import LoadResult, LoadSettings
-from kgbench.progress import JobProgress
-from kgbench.tracking import JobRun
+from kgbench.load.types import LoadResult, LoadSettings
+from kgbench.sweep.progress import JobProgress
+from kgbench.targets.kgserve_process import MAX_LINES, JobFailure, find_unused_keys, parse_nn_stats
+from kgbench.track.gpu import GpuSampler
+from kgbench.track.tracking import JobRun
 
 if TYPE_CHECKING:
-    from kgbench.job import Prepared
+    from kgbench.sweep.job import Prepared
 
 __all__ = ["via_direct"]
 
@@ -79,8 +79,8 @@ async def _wait_ready(pool: Any, timeout_s: float, collector: _LineCollector, pr
 async def _run(
     prepared: Prepared, load: LoadSettings, collector: _LineCollector, run: JobRun, progress: JobProgress
 ) -> tuple[LoadResult, dict[str, float]]:
-    from kgbench.direct import run_direct
-    from kgbench.traffic import QuerySource
+    from kgbench.load.direct import run_direct
+    from kgbench.load.traffic import QuerySource
     from kgserve.pool import EnginePool
 
     settings = prepared.settings
@@ -111,7 +111,7 @@ async def _run(
 def via_direct(
     prepared: Prepared, load: LoadSettings, job_dir: Path, run: JobRun, progress: JobProgress
 ) -> tuple[LoadResult, dict[str, float]]:
-    from kgbench.modes import log_load_result
+    from kgbench.sweep.modes import log_load_result
 
     collector = _LineCollector(job_dir / "kgserve_stderr.log")
     logger = logging.getLogger("kgserve.engine")

@@ -11,7 +11,7 @@ matplotlib.use("Agg")  # files only, never a window
 
 import matplotlib.pyplot as plt
 
-from kgbench.loadtypes import LevelSummary, RequestRecord
+from kgbench.load.types import LevelSummary, RequestRecord
 
 __all__ = ["plot_latency_cdf", "plot_throughput", "write_plots"]
 

@@ -2,7 +2,7 @@
 
 One level = warmup (recorded, excluded), then measurement windows until the last ``min_windows`` windows agree
 within ``tolerance`` (or ``max_windows``: unstable), then a bounded drain. A request belongs to the window in which
-it completed. While measuring, the generator watches its own event-loop lag and CPU (see ``kgbench.latency``).
+it completed. While measuring, the generator watches its own event-loop lag and CPU (see ``kgbench.load.latency``).
 """
 
 from __future__ import annotations
@@ -17,8 +17,10 @@ from typing import Any, Literal, Protocol
 import aiohttp
 import psutil
 
-from kgbench.latency import merge_selfwatch, selfwatch_summary, selfwatch_verdict, summarise_level, windows_agree
-from kgbench.loadtypes import (
+from kgbench.load.latency import merge_selfwatch, selfwatch_summary, selfwatch_verdict, summarise_level, windows_agree
+from kgbench.load.responses import Outcome, outcome_from_response
+from kgbench.load.traffic import QuerySource
+from kgbench.load.types import (
     DirectTarget,
     HttpTarget,
     LevelSummary,
@@ -29,8 +31,6 @@ from kgbench.loadtypes import (
     RequestRecord,
     SelfWatch,
 )
-from kgbench.responses import Outcome, outcome_from_response
-from kgbench.traffic import QuerySource
 
 Target = str | HttpTarget | DirectTarget | Any  # Any: a started kgserve.pool.EnginePool
 
@@ -312,7 +312,7 @@ async def run_load(
     if not isinstance(target, str | HttpTarget | DirectTarget) and hasattr(target, "submit"):
         target = DirectTarget(target)
     if isinstance(target, DirectTarget):
-        from kgbench.direct import DirectSender
+        from kgbench.load.direct import DirectSender
 
         return await run_levels(DirectSender(target.pool, load.request_timeout_s), "direct", load, queries, progress)
     http = HttpTarget(target) if isinstance(target, str) else target

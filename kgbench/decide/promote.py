@@ -1,0 +1,222 @@
+"""`python -m kgbench.promote`: the best run of a sweep becomes the served configuration.
+
+    python -m kgbench.promote [--sweep ID] [--experiment NAME] [--run ID] [--slo-p99-ms X]
+                              [--allow-simulated] [--config runtime/config.yaml] [--dry-run]
+
+1. picks the winner among the sweep's runs by the rule in kgbench.decide.selection (printed, with the table);
+2. writes its `katago.cfg` artifact to engine.cfg (runtime/katago_serving.cfg) atomically, under a
+   `# kgbench-promote:` provenance header (kgserve.provenance), and prints a diff against the old cfg;
+3. sets engine.backend in runtime/config.yaml (only that value changes; comments stay);
+4. tags the run promoted=true and the previously promoted run(s) promoted=false.
+Exit status: 0 promoted (or dry run), 1 nothing eligible / refused, 2 bad configuration or arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from mlflow.entities import Run
+from mlflow.tracking import MlflowClient
+
+from kgbench.decide import runs as runlib
+from kgbench.decide.cfgwrite import atomic_write_text, set_engine_backend, unified_diff
+from kgbench.decide.selection import RULE, Candidate, Selection, choose_winner, format_table
+from kgserve.provenance import render_header, split_header
+from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_settings
+
+__all__ = ["PromoteError", "build_header_fields", "main", "promote"]
+
+CFG_ARTIFACT = "katago.cfg"
+SIMULATED_WARNING = (
+    "SIMULATED ENGINE RESULTS: this cfg won a sweep of kgserve.sim, not of KataGo on a GPU. "
+    "Its numbers say nothing about real serving; re-run the sweep on the GPU before relying on it"
+)
+
+
+class PromoteError(Exception):
+    """Promotion refused or impossible; the message says why (exit status 1)."""
+
+
+def _fmt(value: float | None) -> str:
+    return "" if value is None else f"{value:.6g}"
+
+
+def build_header_fields(run: Run, winner: Candidate, sweep_id: str, slo_p99_ms: float | None) -> dict[str, str]:
+    tags = run.data.tags
+    fields: dict[str, str] = {}
+    if winner.simulated:
+        fields["WARNING"] = SIMULATED_WARNING
+    fields.update(
+        {
+            "run_id": run.info.run_id,
+            "sweep_id": sweep_id,
+            "experiment_id": run.info.experiment_id,
+            "date": datetime.now(UTC).isoformat(timespec="seconds"),
+            "backend": winner.backend,
+            "model": tags.get("model_file", ""),
+            "model_sha256": tags.get("model_sha256", ""),
+            "katago_version": tags.get("katago_version", ""),
+            "req_per_s": _fmt(winner.req_per_s),
+            "p50_ms": _fmt(winner.p50_ms),
+            "p99_ms": _fmt(winner.p99_ms),
+            "simulated": "true" if winner.simulated else "false",
+            "config": winner.label,
+            "git_commit": tags.get("git_commit", ""),
+            "rule": RULE + (f"; SLO p99 <= {slo_p99_ms:g} ms" if slo_p99_ms is not None else ""),
+        }
+    )
+    return fields
+
+
+def _download_cfg(client: MlflowClient, run_id: str) -> str:
+    with tempfile.TemporaryDirectory(prefix="kgbench-promote-") as tmp:
+        try:
+            local = client.download_artifacts(run_id, CFG_ARTIFACT, tmp)
+        except Exception as exc:  # MlflowException / OSError: the artifact is missing
+            raise PromoteError(f"run {run_id} has no {CFG_ARTIFACT} artifact to promote: {exc}") from exc
+        return Path(local).read_text(encoding="utf-8")
+
+
+def _select(client: MlflowClient, args: argparse.Namespace) -> tuple[Selection, str]:
+    if args.run:
+        run = client.get_run(args.run)
+        sweep_id = run.data.tags.get("kgbench.sweep_id") or run.data.tags.get("mlflow.parentRunId") or "-"
+        runs = [run]
+        print(f"run {args.run} chosen explicitly (the rule still applies to it)")
+    else:
+        parent = runlib.find_sweep(client, args.experiment, args.sweep)
+        sweep_id = runlib.sweep_id_of(parent)
+        runs = runlib.sweep_children(client, parent)
+        print(f"sweep {sweep_id} (parent run {parent.info.run_id}): {len(runs)} runs")
+        if parent.info.status == "RUNNING":
+            print(f"warning: sweep {sweep_id} is still running (or was killed): its later jobs are missing",
+                  file=sys.stderr)  # fmt: skip
+    if not runs:
+        raise PromoteError(f"sweep {sweep_id} has no job runs")
+    return choose_winner(runlib.candidates(runs), args.slo_p99_ms, args.allow_simulated), sweep_id
+
+
+def _retag(client: MlflowClient, winner: Run) -> list[str]:
+    previous = [
+        r.info.run_id
+        for r in runlib.promoted_runs(client, [winner.info.experiment_id])
+        if r.info.run_id != winner.info.run_id
+    ]
+    for run_id in previous:
+        client.set_tag(run_id, "promoted", "false")
+    client.set_tag(winner.info.run_id, "promoted", "true")
+    parent_id = winner.data.tags.get("mlflow.parentRunId")
+    if parent_id:
+        client.set_tag(parent_id, "kgbench.promoted_run", winner.info.run_id)
+    return previous
+
+
+def _write_both(
+    cfg_path: Path, old_cfg: str, new_cfg: str, config_path: Path, old_config: str, new_config: str
+) -> None:
+    """The cfg, then config.yaml; if the second write fails the first is undone (both or neither)."""
+    try:
+        atomic_write_text(cfg_path, new_cfg)
+    except OSError as exc:
+        raise PromoteError(f"cannot write {cfg_path}: {exc}; nothing changed") from exc
+    if new_config == old_config:
+        return
+    try:
+        atomic_write_text(config_path, new_config)
+    except OSError as exc:
+        if old_cfg:
+            atomic_write_text(cfg_path, old_cfg)
+        else:
+            cfg_path.unlink(missing_ok=True)
+        raise PromoteError(f"cannot write {config_path}: {exc}; {cfg_path} restored, nothing changed") from exc
+
+
+def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) -> int:
+    selection, sweep_id = _select(client, args)
+    print(f"rule: {RULE}" + (f" (SLO: p99 <= {args.slo_p99_ms:g} ms)" if args.slo_p99_ms is not None else ""))
+    print(format_table(selection))
+    winner = selection.winner
+    if winner is None:
+        hint = " (simulated runs need --allow-simulated)" if selection.only_simulated_blocked() else ""
+        if all(v.candidate.extra.get("mode") == "engine" for v in selection.verdicts):
+            hint = " (a mode=engine sweep measures `katago benchmark`, not serving: promote a load sweep)"
+        raise PromoteError(f"no run of sweep {sweep_id} satisfies the rule{hint}; nothing promoted")
+    if winner.backend not in settings.engine.backends:
+        raise PromoteError(
+            f"the winner's backend {winner.backend!r} is not configured under engine.backends in "
+            f"{settings.source}; nothing promoted"
+        )
+    run = client.get_run(winner.run_id)
+    print(
+        f"\nwinner: run {winner.run_id} backend={winner.backend} req/s={_fmt(winner.req_per_s)} "
+        f"p99={_fmt(winner.p99_ms)} ms {winner.label}"
+    )
+    if winner.simulated:
+        print(f"\n!!! {SIMULATED_WARNING} !!!\n", file=sys.stderr)
+    model_tag = run.data.tags.get("model_file", "")
+    served_model = settings.engine.model_for(winner.backend)
+    if model_tag and Path(model_tag).name != served_model.name:
+        print(f"warning: the run used model {model_tag} but config.yaml serves {served_model}", file=sys.stderr)
+
+    _, body = split_header(_download_cfg(client, winner.run_id))
+    new_cfg = render_header(build_header_fields(run, winner, sweep_id, args.slo_p99_ms), body)
+    cfg_path = settings.engine.cfg
+    old_cfg = cfg_path.read_text(encoding="utf-8") if cfg_path.exists() else ""
+    print(unified_diff(old_cfg, new_cfg, f"{cfg_path} (before)", f"{cfg_path} (promoted)") or "cfg unchanged")
+
+    config_path = Path(settings.source or args.config)
+    old_config = config_path.read_text(encoding="utf-8")
+    try:
+        new_config = set_engine_backend(old_config, winner.backend)
+    except ValueError as exc:
+        raise PromoteError(f"cannot set engine.backend in {config_path}: {exc}") from exc
+    print(
+        unified_diff(old_config, new_config, str(config_path), f"{config_path} (promoted)")
+        or f"{config_path}: engine.backend already {winner.backend}"
+    )
+
+    if args.dry_run:
+        print("dry run: nothing written, no run tagged")
+        return 0
+    _write_both(cfg_path, old_cfg, new_cfg, config_path, old_config, new_config)
+    previous = _retag(client, run)
+    print(f"promoted run {winner.run_id} -> {cfg_path}; engine.backend = {winner.backend} in {config_path}")
+    if previous:
+        print(f"previously promoted run(s) now tagged promoted=false: {', '.join(previous)}")
+    print("serve it with: python -m kgserve" + (f" --config {config_path}" if args.config else ""))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m kgbench.promote", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sweep", help="sweep id (tag kgbench.sweep_id) or parent run id; default: the latest sweep")
+    p.add_argument("--experiment", help=f"MLflow experiment (default {runlib.DEFAULT_EXPERIMENT!r})")
+    p.add_argument("--run", help="promote this run (the rule still applies)")
+    p.add_argument("--slo-p99-ms", type=float, default=None, help="only runs with p99 <= this many ms")
+    p.add_argument("--allow-simulated", action="store_true", help="allow a simulated run to win (labelled)")
+    p.add_argument("--config", type=Path, default=None, help=f"default {DEFAULT_CONFIG_PATH}")
+    p.add_argument("--tracking-uri", default=None, help="default: MLFLOW_TRACKING_URI or sqlite:///<repo>/mlflow.db")
+    p.add_argument("--dry-run", action="store_true", help="show the choice and the diffs, write nothing")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        settings = load_settings(args.config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        return promote(args, settings, runlib.make_client(args.tracking_uri))
+    except (PromoteError, runlib.SweepNotFound) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,216 @@
+"""`python -m kgbench.report [--sweep ID] [--experiment NAME] [--out DIR]`: a sweep as a table and pictures.
+
+Writes to DIR (default kgbench-reports/<sweep id>) and logs to the sweep's parent run under `report/`:
+  runs.csv                       one row per run: backend, swept keys, req/s, visits/s, p50, p99, errors,
+                                 NN avg batch size, GPU utilisation, status and flags
+  pareto.png                     req/s against p99 per backend (Pareto fronts, the winner circled)
+  throughput_vs_concurrency.png  req/s per concurrency level per run (mode=engine: visits/s per thread count)
+  summary.md                     the table in Markdown, the winner under the promote rule, the pictures
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pandas as pd
+from mlflow.entities import Run
+from mlflow.tracking import MlflowClient
+
+from kgbench.decide import runs as runlib
+from kgbench.decide.reportplots import concurrency_plot, pareto_plot
+from kgbench.decide.selection import RULE, choose_winner
+
+__all__ = ["Report", "build_table", "main", "markdown_table", "write_report"]
+
+METRIC_COLUMNS = (
+    "req_per_s",
+    "visits_per_s",
+    "p50_ms",
+    "p99_ms",
+    "errors",
+    "nn_avg_batch_size",
+    "gpu_util_mean",
+    "engine_start_s",
+)
+ENGINE_COLUMNS = ("recommended_threads", "max_visits_per_s")  # mode=engine only: shown when present
+LEVEL_SERIES = ("level_req_per_s", "concurrency (queries in flight)", "throughput (req/s)")
+ENGINE_SERIES = ("bench_visits_per_s", "search threads (katago benchmark)", "visits/s")
+
+
+@dataclass(frozen=True)
+class Report:
+    out_dir: Path
+    table: pd.DataFrame
+    files: dict[str, Path]
+    winner: str | None
+
+
+def _short(key: str) -> str:
+    return key.split(".", 1)[-1] if key.startswith(runlib.SWEPT_PARAM_PREFIXES) else key
+
+
+def build_table(runs: list[Run]) -> pd.DataFrame:
+    """One row per run, best req/s first; the swept keys as columns; `winner` marks the promote rule's
+    choice (simulated runs allowed, no SLO)."""
+    keys = [k for k in runlib.swept_keys(runs) if k != "backend"]
+    selection = choose_winner(runlib.candidates(runs), allow_simulated=True)
+    winner = selection.winner.run_id if selection.winner else None
+    verdicts = {v.candidate.run_id: v.reason for v in selection.verdicts}
+    rows = []
+    for run in runs:
+        tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
+        row: dict[str, object] = {
+            "run": run.info.run_id[:8],
+            "backend": tags.get("backend") or params.get("backend", ""),
+        }
+        row.update({_short(k): params.get(k) for k in keys})
+        row.update({m: metrics.get(m) for m in (*METRIC_COLUMNS, *ENGINE_COLUMNS)})
+        row.update(
+            {
+                "trt_cache": tags.get("kgbench.trt_cache"),
+                "status": run.info.status,
+                "simulated": tags.get("simulated") == "true",
+                "promoted": tags.get("promoted") == "true",
+                "verdict": "winner" if run.info.run_id == winner else (verdicts.get(run.info.run_id) or "eligible"),
+                "winner": run.info.run_id == winner,
+                "label": runlib.label_of(run, keys),
+                "run_id": run.info.run_id,
+            }
+        )
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for column in (*METRIC_COLUMNS, *ENGINE_COLUMNS):
+        if column in table.columns:
+            table[column] = pd.to_numeric(table[column], errors="coerce")
+    optional = (*ENGINE_COLUMNS, "trt_cache")
+    table = table.drop(columns=[c for c in optional if c in table.columns and table[c].isna().all()])
+    if not table.empty:
+        table = table.sort_values(["req_per_s", "visits_per_s"], ascending=False, na_position="last", kind="stable")
+    return table.reset_index(drop=True)
+
+
+def _cell(value: object) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}" if abs(value) < 100 else f"{value:.0f}"
+    return str(value).replace("|", "\\|")
+
+
+def markdown_table(table: pd.DataFrame, columns: list[str]) -> str:
+    cols = [c for c in columns if c in table.columns]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, row in table.iterrows():
+        lines.append("| " + " | ".join(_cell(row[c]) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def _series(client: MlflowClient, runs: list[Run], key: str) -> dict[str, dict[int, float]]:
+    out: dict[str, dict[int, float]] = {}
+    for run in runs:
+        history = client.get_metric_history(run.info.run_id, key)
+        if history:
+            out[run.info.run_id] = {int(m.step): float(m.value) for m in history}
+    return out
+
+
+def _summary(sweep_id: str, parent: Run, table: pd.DataFrame, columns: list[str], winner: str | None) -> str:
+    simulated = bool(table["simulated"].any()) if not table.empty else False
+    lines = [
+        f"# kgbench sweep {sweep_id}",
+        "",
+        f"- parent run: `{parent.info.run_id}` (experiment {parent.info.experiment_id})",
+        f"- report written: {datetime.now(UTC).isoformat(timespec='seconds')}",
+        f"- runs: {len(table)} ({int((table['status'] == 'FINISHED').sum()) if not table.empty else 0} finished)",
+        f"- promote rule: {RULE}",
+    ]
+    if simulated:
+        lines.append("- **SIMULATED**: some runs used kgserve.sim, not KataGo on a GPU; their numbers are not real.")
+    if winner:
+        row = table[table["run_id"] == winner].iloc[0]
+        lines.append(
+            f"- winner under the rule (no SLO): `{winner}` backend **{row['backend']}** {row['label']} "
+            f"- {_cell(row['req_per_s'])} req/s, p99 {_cell(row['p99_ms'])} ms "
+            f"(`python -m kgbench.promote --sweep {sweep_id}`)"
+        )
+    else:
+        lines.append("- no run satisfies the promote rule")
+    lines += [
+        "",
+        "## Runs",
+        "",
+        markdown_table(table, columns),
+        "",
+        "## Throughput against p99 latency",
+        "",
+        "![pareto](pareto.png)",
+        "",
+        "## Throughput against concurrency",
+        "",
+        "![throughput vs concurrency](throughput_vs_concurrency.png)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def write_report(client: MlflowClient, parent: Run, out_dir: Path, log_to_mlflow: bool = True) -> Report:
+    sweep_id = runlib.sweep_id_of(parent)
+    runs = runlib.sweep_children(client, parent)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = build_table(runs)
+    winner = str(table.loc[table["winner"], "run_id"].iloc[0]) if not table.empty and table["winner"].any() else None
+    shown = [c for c in table.columns if c not in ("winner", "label", "run_id")]
+    files = {"csv": out_dir / "runs.csv", "summary": out_dir / "summary.md"}
+    table.drop(columns=["label"], errors="ignore").to_csv(files["csv"], index=False)
+    files["pareto"] = pareto_plot(table, out_dir / "pareto.png", f"sweep {sweep_id}: req/s vs p99")
+    key, xlabel, ylabel = LEVEL_SERIES
+    series = _series(client, runs, key)
+    if not series:
+        key, xlabel, ylabel = ENGINE_SERIES
+        series = _series(client, runs, key)
+    backends = {r.info.run_id: str(r.data.tags.get("backend", "?")) for r in runs}
+    labels = {str(row["run_id"]): str(row["label"]) for _, row in table.iterrows()} if not table.empty else {}
+    files["concurrency"] = concurrency_plot(
+        series, backends, labels, out_dir / "throughput_vs_concurrency.png",
+        f"sweep {sweep_id}: {ylabel} vs {xlabel.split(' (')[0]}", xlabel, ylabel,
+    )  # fmt: skip
+    files["summary"].write_text(_summary(sweep_id, parent, table, shown, winner), encoding="utf-8")
+    if log_to_mlflow:
+        client.log_artifacts(parent.info.run_id, str(out_dir), artifact_path="report")
+    return Report(out_dir=out_dir, table=table, files=files, winner=winner)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kgbench.report", description=__doc__.split("\n\n")[0])
+    p.add_argument("--sweep", help="sweep id (tag kgbench.sweep_id) or parent run id; default: the latest sweep")
+    p.add_argument("--experiment", help=f"MLflow experiment (default {runlib.DEFAULT_EXPERIMENT!r})")
+    p.add_argument("--out", type=Path, default=None, help="output folder (default kgbench-reports/<sweep>)")
+    p.add_argument("--tracking-uri", default=None, help="default: MLFLOW_TRACKING_URI or sqlite:///<repo>/mlflow.db")
+    p.add_argument("--no-log", action="store_true", help="do not log the report to the parent run")
+    args = p.parse_args(argv)
+    try:
+        client = runlib.make_client(args.tracking_uri)
+        parent = runlib.find_sweep(client, args.experiment, args.sweep)
+    except runlib.SweepNotFound as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    sweep_id = runlib.sweep_id_of(parent)
+    out_dir = args.out or (runlib.PROJECT_ROOT / "kgbench-reports" / sweep_id.replace("/", "_"))
+    report = write_report(client, parent, out_dir, log_to_mlflow=not args.no_log)
+    with pd.option_context("display.width", 200, "display.max_columns", 30):
+        shown = [c for c in report.table.columns if c not in ("winner", "label", "run_id")]
+        print(report.table[shown].to_string(index=False) if not report.table.empty else "(no runs)")
+    print(f"\nwinner under the promote rule: {report.winner or 'none'}")
+    if not args.no_log:
+        print(f"logged to parent run {parent.info.run_id} under report/")
+    print(f"report written to {report.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""`mode=engine`: KataGo's own `katago benchmark` run with a job's cfg (run) and its output parsed (parse)."""
