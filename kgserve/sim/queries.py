@@ -6,14 +6,14 @@ one per analysed turn. The first error ends the query, as in KataGo.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kgserve.protocol import dump_compact
 from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player
-from kgserve.sim.cfgkeys import is_known_key
 from kgserve.sim.history import Replay
+from kgserve.sim.overrides import OverrideError, apply_overrides
 from kgserve.sim.rules import float32, parse_rules, supported_rules
 
 __all__ = ["Defaults", "Request", "error_for", "parse_query", "warning_for"]
@@ -82,6 +82,9 @@ class Defaults:
     pv_len: int = 15
     warn_unused_fields: bool = True
     perspective_black: bool = False
+    # the engine's cfg (aliases applied) and its path, against which overrideSettings are checked
+    cfg_values: Mapping[str, str] = field(default_factory=lambda: {"numSearchThreads": "1"})
+    cfg_name: str = "analysis.cfg"
 
 
 @dataclass
@@ -270,11 +273,14 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
         settings = body["overrideSettings"]
         if not isinstance(settings, dict):
             raise _Fail("overrideSettings", "Must be an object")
-        unknown = sorted(key for key in settings if not is_known_key(key))
-        if unknown:
-            emit(warning_for(caller_id, "overrideSettings", "Unknown config params: " + ",".join(unknown)))
-        if _is_int(settings.get("maxVisits")) and settings["maxVisits"] >= 1:
-            max_visits = settings["maxVisits"]
+        try:
+            overridden = apply_overrides(settings, defaults.cfg_values, defaults.cfg_name)
+        except OverrideError as err:
+            raise _Fail("overrideSettings", f"Could not set settings: {err}") from None
+        if overridden.unknown:
+            emit(warning_for(caller_id, "overrideSettings", "Unknown config params: " + ",".join(overridden.unknown)))
+        if overridden.max_visits is not None:
+            max_visits = overridden.max_visits
     if "maxVisits" in body:
         max_visits = _integer(body, "maxVisits", 1, 1 << 50, "Must be an integer from 1 to 2^50")
     pv_len = defaults.pv_len

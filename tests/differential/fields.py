@@ -166,23 +166,50 @@ def _allow_avoid(rng: random.Random, game: Game) -> Any:
     return [entry() for _ in range(rng.choice([0, 1, 1, 1, 2, 2, 3]))]
 
 
+OVERRIDES: dict[str, tuple[list[Any], list[Any]]] = {  # key: (valid values, wrong values)
+    "maxVisits": ([1, 2, 3, "2", " 3 "], [0, -1, "abc", 2.5, True, None, [1], 2**50 + 1]),
+    "wideRootNoise": ([0.0, 0.05, "0.02", 5], [-1, 5.01, "x", "1e400", False]),
+    "rootPolicyTemperature": ([1.0, 1.2, "1e1"], [0, 101, "nan"]),
+    "cpuctExploration": ([1.0, 0.9, "+1.5"], [-0.1, 11, "1,0"]),
+    "cpuctUtilityStdevPrior": ([0.4], [0, 1e-9]),
+    "playoutDoublingAdvantage": ([0.0, 0.5, -3], [3.5, "half"]),
+    "playoutDoublingAdvantagePla": (["BLACK", "white", "b"], ["x", "", 1]),
+    "numSearchThreads": ([1, 2], [0, 5000, "two"]),
+    "graphSearchRepBound": ([11, 3], [2, 51]),
+    "rootNumSymmetriesToSample": ([1, 8], [9, 0]),
+    "nnPolicyTemperature": ([1.0, 0.5], [0.001, 6, "hot"]),
+    "useNoisePruning": ([True, False, "TRUE", " false"], ["yes", 1, None]),
+    "rootSymmetryPruning": ([True, False], ["no"]),
+    "conservativePass": ([True, False], [0]),
+    "alwaysComputePassAliveUnderSuicideRules": (["auto", "yes", "0", True], ["maybe"]),
+    "fpuParentWeightByVisitedPolicy": ([False, True], ["x"]),
+    "fpuParentWeight": ([0.5], [2]),
+    "fpuParentWeightByVisitedPolicyPow": ([2.0], [6]),
+    "reportAnalysisWinratesAs": (["BLACK", "white", "SIDETOMOVE", "b"], ["X", "blackk"]),
+    "numBots": ([1], [2, 0]),
+    "nodeTableShardsPowerOfTwo": ([16], [17, 7]),
+    "useEvalCache": ([False], [True]),
+    "evalCacheMinVisits": ([100], [50]),
+    "humanSLProfile": (["", "_"], ["rank_9x", "x"]),
+    "humanSLCpuctExploration": ([], [1.0]),
+    "analysisPVLen": ([3], []),  # not a search parameter: an unknown key when not in the cfg
+    "numAnalysisThreads": ([2], []),  # in the cfg: accepted silently, changes nothing
+    "logDir": (["x"], []),
+    "nnRandomize": ([False], []),
+    "fooBar": ([1, "x"], []),
+    "maxvisits": ([2], []),
+}
+
+
 def _override(rng: random.Random, game: Game) -> Any:
-    if rng.random() < 0.1:
+    if rng.random() < 0.05:
         return rng.choice([[], "maxVisits=2", 3, None])
-    choices: dict[str, list[Any]] = {
-        "maxVisits": [1, 2, 3, "2"],
-        "wideRootNoise": [0.0, 0.05, "0.02"],
-        "rootPolicyTemperature": [1.0, 1.2],
-        "cpuctExploration": [1.0, 0.9],
-        "playoutDoublingAdvantage": [0.0, 0.5],
-        "fooBar": [1, "x"],
-        "maxvisits": [2],
-        "numAnalysisThreads": [2],
-        "nnMaxBatchSize": [4],
-        "logDir": ["x"],
-    }
-    keys = rng.sample(sorted(choices), rng.randint(0, 3))
-    return {key: rng.choice(choices[key]) for key in keys}
+    out = {}
+    for key in rng.sample(sorted(OVERRIDES), rng.randint(0, 3)):
+        valid, wrong = OVERRIDES[key]
+        pool = valid if (valid and rng.random() < 0.7) or not wrong else wrong
+        out[key] = rng.choice(pool)
+    return out
 
 
 def _values(valid: tuple[Any, ...], wrong: tuple[Any, ...]) -> Callable[[random.Random, Game], Any]:

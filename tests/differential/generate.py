@@ -10,6 +10,7 @@
 | `setup` | `initialStones` (captures and suicides while placing, duplicates) and `initialPlayer` |
 | `rules` | rules presets, aliases, legacy strings, rules objects and JSON strings, valid and not, plus komi |
 | `fields` | a game plus one to four optional fields, each with a valid, edge or wrong value |
+| `settings` | a game plus `overrideSettings`: search parameters valid and not, cfg keys, unknown keys |
 | `coords` | vertices written oddly: lower case, spaces, padding, `(x,y)` (off-board too), junk |
 | `types` | required fields missing, of the wrong type or out of range |
 | `unknown` | unknown and misspelt fields (warnings), `action`/`terminateId` on a query |
@@ -35,7 +36,8 @@ CATEGORIES = {
     "wild": 0.1,
     "setup": 0.08,
     "rules": 0.1,
-    "fields": 0.2,
+    "fields": 0.16,
+    "settings": 0.04,
     "coords": 0.06,
     "types": 0.06,
     "unknown": 0.04,
@@ -159,6 +161,11 @@ def _body(category: str, case_id: str, rng: random.Random) -> dict[str, Any]:
         return body
     if category == "fields":
         return _fields(case_id, rng)
+    if category == "settings":
+        game = _game(rng, tiny=rng.random() < 0.5)
+        body = _base(case_id, rng, game)
+        body["overrideSettings"] = FIELD_MAKERS["overrideSettings"](rng, game)
+        return body
     if category == "coords":
         return _coords(case_id, rng)
     if category == "types":

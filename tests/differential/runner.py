@@ -43,7 +43,8 @@ def run_differential(seed: int, count: int, binary: str, model: str, timeout_s: 
     outputs: dict[str, list[str]] = {}
     errors: list[BaseException] = []
     with tempfile.TemporaryDirectory(prefix="kgdiff-") as tmp:
-        specs = {"real": katago_spec(Path(tmp) / "real", binary, model), "sim": sim_spec(Path(tmp) / "sim")}
+        # one cfg file for both: its path is part of KataGo's overrideSettings error texts
+        specs = {"real": katago_spec(Path(tmp), binary, model), "sim": sim_spec(Path(tmp))}
 
         def run(name: str) -> None:
             try:
