@@ -7,6 +7,7 @@
 | `game` | a random game on a random board (2x2 to 19x19, square or not), valid fields, any rules preset |
 | `tiny` | a game (wild half the time) on a 2x2 to 5x4 board: captures, single and multi-stone suicide, ko, repetition |
 | `wild` | a wild game on any board: moves on occupied points, suicides, same player twice, passes |
+| `ko` | a ko fight (captures, retakes, passes, threats) analysed at every turn: simple-ko and superko bans |
 | `setup` | `initialStones` (captures and suicides while placing, duplicates) and `initialPlayer` |
 | `rules` | rules presets, aliases, legacy strings, rules objects and JSON strings, valid and not, plus komi |
 | `fields` | a game plus one to four optional fields, each with a valid, edge or wrong value |
@@ -27,20 +28,22 @@ from typing import Any
 
 from tests.differential.fields import FIELD_MAKERS, UNKNOWN_FIELDS, location_text, rules_value
 from tests.differential.games import Game, random_game
+from tests.differential.kos import ko_fight
 
 __all__ = ["CATEGORIES", "Case", "generate"]
 
 CATEGORIES = {
-    "game": 0.22,
+    "game": 0.2,
     "tiny": 0.14,
-    "wild": 0.1,
+    "wild": 0.08,
+    "ko": 0.06,
     "setup": 0.08,
     "rules": 0.1,
     "fields": 0.16,
     "settings": 0.04,
     "coords": 0.06,
-    "types": 0.06,
-    "unknown": 0.04,
+    "types": 0.05,
+    "unknown": 0.03,
 }
 
 
@@ -151,6 +154,8 @@ def _body(category: str, case_id: str, rng: random.Random) -> dict[str, Any]:
         return _base(case_id, rng, _game(rng, tiny=True, wild=rng.random() < 0.5))
     if category == "wild":
         return _base(case_id, rng, _game(rng, wild=True))
+    if category == "ko":
+        return ko_fight(rng, case_id)
     if category == "setup":
         return _setup(case_id, rng)
     if category == "rules":

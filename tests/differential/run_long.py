@@ -10,9 +10,14 @@ differences in full; exits 1 when any case differs, 2 when the variables are uns
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
+from collections import Counter
+
+from kgserve.sim.board import EMPTY
+from kgserve.sim.queries import Defaults, parse_query
 
 from tests.differential.generate import CATEGORIES
 from tests.differential.runner import Report, run_differential
@@ -31,7 +36,26 @@ def table(report: Report, seconds: float) -> str:
         rows.append(f"| {category} | {report.categories[category]} | " + " | ".join(map(str, counts)) + f" | {diffs} |")
     totals = [sum(report.outcomes[(c, o)] for c in CATEGORIES) for o in ("error", "warning+analysis", "analysis")]
     rows.append(f"| all | {len(report.cases)} | " + " | ".join(map(str, totals)) + f" | {len(report.diffs)} |")
+    rows += ["", "| what KataGo answered (error and warning kinds) | lines |", "|---|---:|"]
+    rows += [f"| {kind.replace('|', '/')} | {n} |" for kind, n in sorted(report.notices.items(), key=lambda kv: -kv[1])]
     return "\n".join(rows)
+
+
+def coverage(report: Report) -> str:
+    """Go situations among the analysed positions, counted with the sim's board (it agreed with KataGo on every
+    case of a run without differences): how often the -1 entries of a policy had something to show."""
+    counts: Counter[str] = Counter()
+    for case in report.cases:
+        for req in parse_query(json.loads(case.line), Defaults(), lambda line: None):
+            board, player = req.board, req.to_move
+            counts["analysed positions"] += 1
+            free = {loc for loc in req.illegal if board.stones[loc] == EMPTY and loc != board.ko_loc}
+            counts["with a simple-ko ban"] += board.ko_loc is not None
+            counts["with a superko ban"] += any(not board.is_suicide(loc, player) for loc in free)
+            counts["with a multi-stone suicide the rules forbid"] += any(
+                not board.is_illegal_suicide(loc, player, True) for loc in free if board.is_suicide(loc, player)
+            )
+    return "\n".join(["| analysed positions | count |", "|---|---:|"] + [f"| {k} | {n} |" for k, n in counts.items()])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -48,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.monotonic()
     report = run_differential(args.seed, args.cases, binary, model, args.timeout)
     print(table(report, time.monotonic() - start))
+    print()
+    print(coverage(report))
     lines = {case.id: case.line for case in report.cases}
     for case_id in list(report.diffs)[: args.show]:
         print(f"\n{case_id}: {lines[case_id]}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 import threading
 from collections import Counter
@@ -23,6 +24,7 @@ class Report:
     diffs: dict[str, list[str]] = field(default_factory=dict)  # case id -> what differs
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (category, outcome) -> cases
     stray: list[str] = field(default_factory=list)  # lines with an id no case has (or none at all)
+    notices: Counter[str] = field(default_factory=Counter)  # KataGo's error and warning texts, by kind
 
     @property
     def categories(self) -> Counter[str]:
@@ -35,6 +37,17 @@ def _outcome(lines: list[str]) -> str:
     if any('"warning":' in line for line in lines):
         return "warning+analysis"
     return "analysis"
+
+
+def _notice_kind(line: str) -> str:
+    """`error moves: Illegal move`, `warning rules: Rules ... not supported`: the text up to its first detail."""
+    value = json.loads(line)
+    kind = "error" if "error" in value else "warning"
+    text = str(value.get(kind, ""))
+    text = re.split(r"[:0-9]", text, maxsplit=1)[0].strip()
+    words = text.split()
+    field = "(any)" if text.startswith("Unexpected or unused field") else value.get("field", "-")
+    return f"{kind} {field}: {' '.join(words[:6])}"
 
 
 def run_differential(seed: int, count: int, binary: str, model: str, timeout_s: float = 1800.0) -> Report:
@@ -69,4 +82,7 @@ def run_differential(seed: int, count: int, binary: str, model: str, timeout_s: 
         if found:
             report.diffs[case.id] = found
         report.outcomes[(case.category, _outcome(real.get(case.id, [])))] += 1
+        report.notices.update(
+            _notice_kind(line) for line in real.get(case.id, []) if '"error":' in line or '"warning":' in line
+        )
     return report
