@@ -96,6 +96,9 @@ def run_lines(spec: EngineSpec, lines: Sequence[str], timeout_s: float) -> list[
         writer.join(5)
         err_reader.join(5)
     if code != 0:
-        tail = b"".join(stderr_chunks).decode("utf-8", "replace")[-2000:]
-        raise RuntimeError(f"{spec.name} exited with {code} (timeout {timeout_s}s?):\n{tail}")
+        log = b"".join(stderr_chunks).decode("utf-8", "replace").splitlines()
+        # the request loop logs every error and warning line it answers: leave those out of the report
+        tail = "\n".join([line for line in log if ": Error: {" not in line and ": Warning: {" not in line][-30:])
+        last = "\n".join(out.decode("utf-8", "replace").splitlines()[-4:])  # KataGo's fatal errors go to stdout
+        raise RuntimeError(f"{spec.name} exited with {code} (timeout {timeout_s}s?):\n{tail}\nstdout ends:\n{last}")
     return out.decode("utf-8").splitlines()

@@ -18,7 +18,6 @@ from collections import Counter
 
 from kgserve.sim.board import EMPTY
 from kgserve.sim.queries import Defaults, parse_query
-
 from tests.differential.generate import CATEGORIES
 from tests.differential.runner import Report, run_differential
 
