@@ -95,6 +95,8 @@ def run_lines(spec: EngineSpec, lines: Sequence[str], timeout_s: float) -> list[
             proc.wait()
         writer.join(5)
         err_reader.join(5)
+        proc.stdout.close()
+        proc.stderr.close()
     if code != 0:
         log = b"".join(stderr_chunks).decode("utf-8", "replace").splitlines()
         # the request loop logs every error and warning line it answers: leave those out of the report
