@@ -1,13 +1,16 @@
 """`python -m kgbench.promote`: the best run of a sweep becomes the served configuration.
 
     python -m kgbench.promote [--sweep ID] [--experiment NAME] [--run ID] [--slo-p99-ms X]
-                              [--allow-simulated] [--config runtime/config.yaml] [--dry-run]
+                              [--allow-simulated] [--config runtime/config.yaml] [--runtime-dir DIR] [--dry-run]
 
 1. picks the winner among the sweep's runs by the rule in kgbench.decide.selection (printed, with the table);
 2. writes its `katago.cfg` artifact to engine.cfg (runtime/katago_serving.cfg) atomically, under a
    `# kgbench-promote:` provenance header (kgserve.provenance), and prints a diff against the old cfg;
 3. sets engine.backend in runtime/config.yaml (only that value changes; comments stay);
 4. tags the run promoted=true and the previously promoted run(s) promoted=false.
+A simulated winner (with --allow-simulated) and no --config, or --runtime-dir DIR, write steps 2-3 into a
+scratch runtime instead (runtime/scratch/ by default, git-ignored; see kgbench.decide.scratch) and tag the
+run kgbench.promoted_scratch=<its config>; the tracked runtime/ files and promoted tags stay as they are.
 Exit status: 0 promoted (or dry run), 1 nothing eligible / refused, 2 bad configuration or arguments.
 """
 
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 import tempfile
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.decide import runs as runlib
 from kgbench.decide.cfgwrite import atomic_write_text, set_engine_backend, unified_diff
+from kgbench.decide.scratch import DEFAULT_SCRATCH_DIR, ScratchRuntime, scratch_runtime, serve_command
 from kgbench.decide.selection import RULE, Candidate, Selection, choose_winner, format_table
 from kgserve.provenance import render_header, split_header
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_settings
@@ -31,6 +36,7 @@ from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_se
 __all__ = ["PromoteError", "build_header_fields", "main", "promote"]
 
 CFG_ARTIFACT = "katago.cfg"
+SCRATCH_TAG = "kgbench.promoted_scratch"  # the scratch runtime config a run was promoted into
 SIMULATED_WARNING = (
     "SIMULATED ENGINE RESULTS: this cfg won a sweep of kgserve.sim, not of KataGo on a GPU. "
     "Its numbers say nothing about real serving; re-run the sweep on the GPU before relying on it"
@@ -164,16 +170,24 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
 
     _, body = split_header(_download_cfg(client, winner.run_id))
     new_cfg = render_header(build_header_fields(run, winner, sweep_id, args.slo_p99_ms), body)
-    cfg_path = settings.engine.cfg
+    target = _target(args, settings, winner)
+    cfg_path, config_path = target.cfg_path, target.config_path
+    if target.scratch is not None:
+        print(
+            f"promoting into the scratch runtime {target.scratch.directory} ({_scratch_reason(args)}); "
+            f"the tracked {DEFAULT_CONFIG_PATH.parent.name}/ files stay as they are"
+        )
     old_cfg = cfg_path.read_text(encoding="utf-8") if cfg_path.exists() else ""
     print(unified_diff(old_cfg, new_cfg, f"{cfg_path} (before)", f"{cfg_path} (promoted)") or "cfg unchanged")
 
-    config_path = Path(settings.source or args.config)
-    old_config = config_path.read_text(encoding="utf-8")
-    try:
-        new_config = set_engine_backend(old_config, winner.backend)
-    except ValueError as exc:
-        raise PromoteError(f"cannot set engine.backend in {config_path}: {exc}") from exc
+    old_config = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
+    if target.scratch is not None:
+        new_config = target.scratch.config_text
+    else:
+        try:
+            new_config = set_engine_backend(old_config, winner.backend)
+        except ValueError as exc:
+            raise PromoteError(f"cannot set engine.backend in {config_path}: {exc}") from exc
     print(
         unified_diff(old_config, new_config, str(config_path), f"{config_path} (promoted)")
         or f"{config_path}: engine.backend already {winner.backend}"
@@ -183,12 +197,40 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
         print("dry run: nothing written, no run tagged")
         return 0
     _write_both(cfg_path, old_cfg, new_cfg, config_path, old_config, new_config)
-    previous = _retag(client, run)
+    previous: list[str] = []
+    if target.scratch is not None:
+        # the tracked runtime still serves what it served: its promoted=true run keeps its tag
+        client.set_tag(winner.run_id, SCRATCH_TAG, str(config_path))
+    else:
+        previous = _retag(client, run)
     print(f"promoted run {winner.run_id} -> {cfg_path}; engine.backend = {winner.backend} in {config_path}")
     if previous:
         print(f"previously promoted run(s) now tagged promoted=false: {', '.join(previous)}")
-    print("serve it with: python -m kgserve" + (f" --config {config_path}" if args.config else ""))
+    explicit = args.config is not None or target.scratch is not None
+    print(f"serve it with: {serve_command(config_path) if explicit else 'python -m kgserve'}")
     return 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    cfg_path: Path
+    config_path: Path
+    scratch: ScratchRuntime | None  # None: the config file given (or runtime/config.yaml) and its cfg
+
+
+def _target(args: argparse.Namespace, settings: Settings, winner: Candidate) -> _Target:
+    """Where the promotion is written: the scratch runtime for --runtime-dir, or for a simulated winner
+    when no --config was named; otherwise the runtime config itself (edited in place) and its cfg."""
+    if args.runtime_dir is not None or (winner.simulated and args.config is None):
+        scratch = scratch_runtime(settings, winner.backend, args.runtime_dir)
+        return _Target(scratch.cfg_path, scratch.config_path, scratch)
+    return _Target(settings.engine.cfg, Path(settings.source or args.config), None)
+
+
+def _scratch_reason(args: argparse.Namespace) -> str:
+    if args.runtime_dir is not None:
+        return "--runtime-dir"
+    return "a simulated winner; name --config to write it elsewhere"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -199,6 +241,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--slo-p99-ms", type=float, default=None, help="only runs with p99 <= this many ms")
     p.add_argument("--allow-simulated", action="store_true", help="allow a simulated run to win (labelled)")
     p.add_argument("--config", type=Path, default=None, help=f"default {DEFAULT_CONFIG_PATH}")
+    p.add_argument(
+        "--runtime-dir",
+        type=Path,
+        default=None,
+        help="write a scratch runtime (config.yaml + cfg) there, the runtime config untouched; a simulated "
+        f"winner goes to {DEFAULT_SCRATCH_DIR} unless --config is given",
+    )
     p.add_argument("--tracking-uri", default=None, help="default: MLFLOW_TRACKING_URI or sqlite:///<repo>/mlflow.db")
     p.add_argument("--dry-run", action="store_true", help="show the choice and the diffs, write nothing")
     return p

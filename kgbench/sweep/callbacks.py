@@ -90,6 +90,7 @@ class KgbenchCallback(Callback):
         if self.parent_run_id is None or self.experiment_id is None:
             return
         from kgbench.track import summary, tracking
+        from kgbench.track.mlflow_ui import runs_url
 
         client = tracking.make_client()
         runs = summary.child_runs(client, self.experiment_id, self.parent_run_id)
@@ -101,6 +102,7 @@ class KgbenchCallback(Callback):
         state.set_sweep_result(total=len(frame), succeeded=int((frame["status"] == "FINISHED").sum()))
         text = summary.format_table(frame)
         print(f"\nkgbench sweep: {len(frame)} job(s), sorted by req/s\n{text}\n", flush=True)
+        print(f"kgbench: the runs in `mlflow ui`: {runs_url(self.experiment_id, tracking.tracking_uri())}", flush=True)
         best = frame["req/s"].max() if not frame.empty else math.nan
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "summary.txt"

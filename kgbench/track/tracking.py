@@ -22,6 +22,8 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from kgbench.track.mlflow_ui import label_experiment
+
 __all__ = [
     "REPO_ROOT",
     "JobRun",
@@ -60,19 +62,19 @@ def ensure_experiment(client: MlflowClient, name: str) -> str:
     The folder is named after the experiment, never its numeric id: `mlflow ui` falls back to the old file
     store when mlruns/ holds a numeric folder with a meta.yaml, and must keep reading mlflow.db."""
     experiment = client.get_experiment_by_name(name)
-    if experiment is not None:
-        return str(experiment.experiment_id)
-    root = artifact_root(tracking_uri())
-    location = None
-    if root is not None:
-        location = str(root / (re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "experiment"))
-    try:
-        return str(client.create_experiment(name, artifact_location=location))
-    except MlflowException:  # created meanwhile by another process
-        experiment = client.get_experiment_by_name(name)
-        if experiment is None:
-            raise
-        return str(experiment.experiment_id)
+    if experiment is None:
+        root = artifact_root(tracking_uri())
+        location = None
+        if root is not None:
+            location = str(root / (re.sub(r"[^A-Za-z0-9_.-]+", "_", name) or "experiment"))
+        try:
+            experiment = client.get_experiment(client.create_experiment(name, artifact_location=location))
+        except MlflowException:  # created meanwhile by another process
+            experiment = client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+    label_experiment(client, experiment)  # `mlflow ui` shows it as model training, with kgbench's view
+    return str(experiment.experiment_id)
 
 
 def git_commit() -> str:

@@ -96,7 +96,7 @@ class OverrideError(Exception):
 
 @dataclass(frozen=True)
 class Overridden:
-    max_visits: int | None  # the search's maxVisits after the overrides (None: as the cfg says)
+    max_visits: int | None  # the search's maxVisits after the overrides (None: no overrides, as the cfg says)
     unknown: list[str]
 
 
@@ -217,4 +217,5 @@ def apply_overrides(settings: Mapping[str, Any], cfg_values: Mapping[str, str], 
         if params.get(key, initial.get(key, default)) != initial.get(key, default):
             raise OverrideError(f"Cannot change {key} after initialization")
     unknown = sorted(key for key in values if key not in cfg_values and key not in reader.used)
-    return Overridden(params.get("maxVisits"), unknown)
+    # loadParams starts from SearchParams' defaults: without maxVisits (an empty string deletes it) there is no bound
+    return Overridden(params.get("maxVisits", 1 << 50), unknown)

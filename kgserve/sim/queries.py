@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kgserve._nlohmann import nlohmann_int
 from kgserve.protocol import dump_compact
 from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player
 from kgserve.sim.history import Replay
@@ -140,8 +141,10 @@ def _get_int_list(value: Any, field: str, message: str, bits: int) -> list[int]:
     kinds = (int, float, bool) if bits == 32 else (int, float)
     if not isinstance(value, list) or not all(type(v) in kinds for v in value):
         raise _Fail(field, message)
-    half = 1 << (bits - 1)
-    return [(int(v) + half) % (1 << bits) - half for v in value]
+    if bits == 32:
+        return [nlohmann_int(v) for v in value]
+    half = 1 << 63
+    return [(int(v) + half) % (1 << 64) - half for v in value]
 
 
 def _integer(body: dict[str, Any], field: str, lo: int, hi: int, message: str) -> int:

@@ -7,15 +7,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import signal
 import subprocess
 import sys
-import threading
-import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +20,8 @@ from ruamel.yaml import YAML
 
 from kgbench.decide.cfgwrite import set_engine_backend
 from kgserve.provenance import read_provenance, render_header
+
+from .serving import kgserve
 
 REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
@@ -57,14 +54,6 @@ def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> sub
     proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"{argv} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc
-
-
-def _get(url: str, timeout: float = 10) -> tuple[int, bytes]:
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
-            return resp.status, resp.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.read()
 
 
 def test_sweep_promote_serve(tmp_path: Path) -> None:
@@ -116,47 +105,11 @@ def test_sweep_promote_serve(tmp_path: Path) -> None:
     _serve_and_query(config, env, tmp_path, run_id)
 
 
-@contextlib.contextmanager
-def _kgserve(config: Path, env: dict[str, str], cwd: Path) -> Iterator[tuple[str, dict[str, Any], list[str]]]:
-    """`python -m kgserve --config CONFIG` on a free port: yields (base url, /readyz JSON once ready, log lines)."""
-    server = subprocess.Popen(
-        [PY, "-m", "kgserve", "--config", str(config)],
-        env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )  # fmt: skip
-    lines: list[str] = []
-    url: list[str] = []
-    found = threading.Event()
-
-    def pump() -> None:
-        assert server.stdout is not None
-        for line in server.stdout:
-            lines.append(line)
-            if not url and (m := re.search(r"kgserve listening on (http://\S+)", line)):
-                url.append(m.group(1))
-                found.set()
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    try:
-        assert found.wait(120), "kgserve did not log its address:\n" + "".join(lines)
-        base = url[0]
-        deadline = time.monotonic() + 120
-        status, body = _get(base + "/readyz")
-        while status != 200 and time.monotonic() < deadline:
-            time.sleep(0.5)
-            status, body = _get(base + "/readyz")
-        assert status == 200, body
-        yield base, json.loads(body), lines
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
-        reader.join(timeout=10)
-        if server.stdout is not None:
-            server.stdout.close()
+def _kgserve(
+    config: Path, env: dict[str, str], cwd: Path
+) -> contextlib.AbstractContextManager[tuple[str, dict[str, Any], list[str]]]:
+    """`python -m kgserve --config CONFIG` (its port is 0): see serving.kgserve."""
+    return kgserve([PY, "-m", "kgserve", "--config", str(config)], env, cwd)
 
 
 def _serve_and_query(config: Path, env: dict[str, str], cwd: Path, run_id: str) -> None:
