@@ -6,7 +6,8 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
 from kgserve.auth import TokenAuth
-from kgserve.intake import ServeContext, handle_analysis
+from kgserve.context import ServeContext
+from kgserve.intake import handle_analysis
 from kgserve.metrics import CONTENT_TYPE_LATEST, Metrics
 from kgserve.readiness import readiness
 
