@@ -49,6 +49,7 @@ def sim_spec(folder: Path) -> EngineSpec:
     env = dict(os.environ)
     # answer at once: the differential check is about what is answered, not when
     env.update(KGSERVE_SIM_FIXED_RPS="0", KGSERVE_SIM_STARTUP_S="0", KGSERVE_SIM_DEVICE=f"difftest-{os.getpid()}")
+    env["TMPDIR"] = str(folder)  # the simulated device's files go there and are removed with the folder
     argv = [sys.executable, "-m", "kgserve.sim", "analysis", "-config", str(write_cfg(folder))]
     return EngineSpec("sim", [*argv, "-model", str(SIM_MODEL)], env)
 

@@ -75,7 +75,13 @@ def run_differential(seed: int, count: int, binary: str, model: str, timeout_s: 
     real, sim = group_by_id(outputs["real"]), group_by_id(outputs["sim"])
     report = Report(seed, cases)
     known = {case.id for case in cases}
-    report.stray = [line for key in set(real) | set(sim) if key not in known for line in real.get(key, [])]
+    report.stray = [
+        f"{name}: {line}"
+        for name, lines_by_id in (("real", real), ("sim", sim))
+        for key, found in lines_by_id.items()
+        if key not in known
+        for line in found
+    ]
     for case in cases:
         query = json.loads(case.line)
         found = differences(query, real.get(case.id, []), sim.get(case.id, []))
