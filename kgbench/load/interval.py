@@ -55,6 +55,13 @@ class Interval:
     def half_width(self) -> float:
         return (self.high - self.low) / 2.0
 
+    def containing(self, value: float) -> Interval:
+        """Widened, if need be, to contain ``value`` (the level's own figure: its total over its duration, which
+        differs from the samples' mean by rounding, or by the repeats' unequal durations)."""
+        if not math.isfinite(value) or not math.isfinite(self.mean):
+            return self
+        return Interval(self.mean, min(self.low, value), max(self.high, value), self.n)
+
     @classmethod
     def point(cls, value: float) -> Interval:
         return cls(value, value, value, 1)

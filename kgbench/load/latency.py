@@ -84,14 +84,16 @@ def summarise_level(
     for r in ok:
         if r.latency_ms <= slo_ms and 0 <= r.window < windows:
             good_per_window[r.window] += 1
-    rate_ci = mean_interval(window_req_per_s)
-    good_ci = mean_interval([g / window_s for g in good_per_window] if window_s > 0 else [])
+    req_per_s = len(ok) / duration_s if duration_s > 0 else 0.0
+    goodput = sum(good_per_window) / duration_s if duration_s > 0 and math.isfinite(slo_ms) else math.nan
+    rate_ci = mean_interval(window_req_per_s).containing(req_per_s)
+    good_ci = mean_interval([g / window_s for g in good_per_window] if window_s > 0 else []).containing(goodput)
     return LevelSummary(
         concurrency=concurrency,
         offered_rate=offered_rate,
         requests=len(measured),
         duration_s=duration_s,
-        req_per_s=len(ok) / duration_s if duration_s > 0 else 0.0,
+        req_per_s=req_per_s,
         visits_per_s=visits / duration_s if duration_s > 0 else 0.0,
         p50_ms=p50,
         p90_ms=p90,
@@ -107,7 +109,7 @@ def summarise_level(
         req_per_s_low=rate_ci.low,
         req_per_s_high=rate_ci.high,
         slo_ms=slo_ms,
-        goodput_per_s=sum(good_per_window) / duration_s if duration_s > 0 and math.isfinite(slo_ms) else math.nan,
+        goodput_per_s=goodput,
         goodput_low=good_ci.low if math.isfinite(slo_ms) else math.nan,
         goodput_high=good_ci.high if math.isfinite(slo_ms) else math.nan,
     )
@@ -131,8 +133,8 @@ def merge_repeats(repeats: Sequence[LevelSummary], records: Sequence[RequestReco
         stable=all(s.stable for s in repeats),
         slo_ms=first.slo_ms,
     )
-    rate_ci = mean_interval([s.req_per_s for s in repeats])
-    good_ci = mean_interval([s.goodput_per_s for s in repeats])
+    rate_ci = mean_interval([s.req_per_s for s in repeats]).containing(merged.req_per_s)
+    good_ci = mean_interval([s.goodput_per_s for s in repeats]).containing(merged.goodput_per_s)
     return dataclasses.replace(
         merged,
         req_per_s_low=rate_ci.low,
