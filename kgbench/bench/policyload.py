@@ -1,0 +1,275 @@
+"""Bulk policy load (maxVisits 1, includePolicy + includeOwnership, distinct 19x19 positions) on one host.
+
+Answers issue 14's question "how does one kgserve process's capacity compare with the engine's" with a real
+engine, and writes Markdown tables:
+
+1. the analysis engine alone over its stdin pipe (``kgbench.bench.engineload``), one row per engine cfg;
+2. the same engine behind one kgserve process, loaded over HTTP by several load-generator processes at once
+   (one Python client process cannot read thousands of ~15 KB responses a second);
+3. kgserve's own ceiling with the zero-cost sim engine (``KGSERVE_SIM_FIXED_RPS=0``), and the same with 1, 2
+   and 4 independent kgserve processes (each its own port and engine, the clients split between them): an
+   upper bound for what several front ends could add, not a multi-front-end mode of kgserve.
+
+``--kgserve LABEL=PYTHONPATH`` (repeatable) runs the kgserve rows once per source tree (e.g. main and a
+branch), so a hot-path change is measured on the same machine in the same run.
+
+    python -m kgbench.bench.policyload --bin KATAGO --model NET --out DIR [--cfg 64:64:2 --cfg 256:256:4 ...]
+
+Every load is bounded: a fixed number of queries (engine alone) or a fixed number of windows (HTTP).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from kgbench.bench.common import cleanup_devices, engine_pids, kgserve_running, machine_line, sim_env, sim_settings
+from kgbench.bench.engineload import nineteen_by_nineteen, run_engine_load_sync
+from kgbench.bench.serving import ShapedSource
+from kgbench.load.generator import run_load_sync
+from kgbench.load.types import LoadSettings
+from kgserve.settings import Settings, load_settings
+
+POLICY_EXTRA: dict[str, Any] = {"includePolicy": True, "includeOwnership": True}
+# fixed length (min_windows == max_windows) so that the client processes measure over the same span
+CLIENT_LOAD = LoadSettings(
+    concurrency=(64,),
+    warmup_s=2.0,
+    window_s=2.0,
+    min_windows=3,
+    max_windows=3,
+    tolerance=1.0,
+    max_visits=1,
+    request_timeout_s=60.0,
+)
+
+
+@dataclass(frozen=True)
+class EngineCfg:
+    threads: int  # numAnalysisThreads
+    batch: int  # nnMaxBatchSize
+    servers: int  # numNNServerThreadsPerModel
+
+    @classmethod
+    def parse(cls, text: str) -> EngineCfg:
+        parts = text.split(":")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise argparse.ArgumentTypeError(f"cfg must be THREADS:BATCH:SERVERS (positive ints), got {text!r}")
+        return cls(int(parts[0]), int(parts[1]), int(parts[2]))
+
+    @property
+    def label(self) -> str:
+        return f"{self.threads} / {self.batch} / {self.servers}"
+
+    def write(self, directory: Path) -> Path:
+        # nnCache small on purpose: repeated positions (after one pass over the 13,320) must not hit it
+        text = (
+            f"numAnalysisThreads = {self.threads}\nnumSearchThreadsPerAnalysisThread = 1\n"
+            f"nnMaxBatchSize = {self.batch}\nnumNNServerThreadsPerModel = {self.servers}\n"
+            "nnCacheSizePowerOfTwo = 10\nnnMutexPoolSizePowerOfTwo = 12\nreportAnalysisWinratesAs = BLACK\n"
+            "logToStderr = true\nlogAllRequests = false\nlogAllResponses = false\n"
+        )
+        path = directory / f"policy_{self.threads}_{self.batch}_{self.servers}.cfg"
+        path.write_text(text, encoding="utf-8")
+        return path
+
+
+@dataclass(frozen=True)
+class HttpFigures:
+    req_per_s: float  # sum over the client processes
+    p50_ms: float  # median of the clients' p50
+    p99_ms: float  # worst client p99
+    errors: int
+    server_cores: float  # kgserve processes' CPU seconds / wall seconds over the load
+    engine_cores: float
+    client_cpu_max: float  # the busiest client process's own CPU share (1.0 = one core)
+    mean_bytes: float  # response body bytes, mean over the successful requests of the first client
+    flags: str
+
+
+def _client(url: str, load: LoadSettings, seed: int) -> dict[str, Any]:
+    """One load-generator process: its headline and self-watch (runs in a spawned process)."""
+    result = run_load_sync(url, replace(load, seed=seed), ShapedSource(POLICY_EXTRA, seed=seed))
+    head = result.headline()
+    watch = result.selfwatch
+    ok = [r.bytes for r in result.records if r.status == 200]
+    return {
+        "bytes": sum(ok) / len(ok) if ok else math.nan,
+        "req_per_s": head.req_per_s if head else 0.0,
+        "p50_ms": head.p50_ms if head else math.nan,
+        "p99_ms": head.p99_ms if head else math.nan,
+        "errors": head.errors if head else 0,
+        "cpu_share": watch.cpu_share if watch else math.nan,
+        "invalid": result.invalid_reason or "",
+    }
+
+
+def _cpu(pids: Sequence[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        try:
+            t = psutil.Process(pid).cpu_times()
+        except psutil.Error:
+            continue
+        total += t.user + t.system
+    return total
+
+
+def load_http(urls: Sequence[str], server_pids: Sequence[int], engines: Sequence[int], clients: int) -> HttpFigures:
+    """``clients`` load-generator processes (64 in flight each), spread over ``urls``, all started together."""
+    ctx = multiprocessing.get_context("spawn")
+    server0, engine0, wall0 = _cpu(server_pids), _cpu(engines), time.monotonic()
+    with ctx.Pool(clients) as pool:
+        results = pool.starmap(_client, [(urls[i % len(urls)], CLIENT_LOAD, i) for i in range(clients)])
+    wall = time.monotonic() - wall0
+    flags = sorted({r["invalid"] for r in results if r["invalid"]})
+    return HttpFigures(
+        req_per_s=sum(r["req_per_s"] for r in results),
+        p50_ms=sorted(r["p50_ms"] for r in results)[len(results) // 2],
+        p99_ms=max(r["p99_ms"] for r in results),
+        errors=sum(r["errors"] for r in results),
+        server_cores=(_cpu(server_pids) - server0) / wall,
+        engine_cores=(_cpu(engines) - engine0) / wall,
+        client_cpu_max=max(r["cpu_share"] for r in results),
+        mean_bytes=results[0]["bytes"],
+        flags="; ".join(flags) or "ok",
+    )
+
+
+def real_settings(binary: Path, model: Path, cfg: Path, home: Path) -> Settings:
+    """runtime/config.yaml with the cuda backend pointed at ``binary``, ``model`` and ``cfg``; loopback, port 0."""
+    settings = load_settings(None).with_overrides(backend="cuda", port=0, host="127.0.0.1")
+    backends = dict(settings.engine.backends)
+    backends["cuda"] = backends["cuda"].model_copy(update={"command": [str(binary)]})
+    engine = settings.engine.model_copy(
+        update={"backends": backends, "model": model, "cfg": cfg, "home_data_dir": home, "processes": 1}
+    )
+    return settings.model_copy(update={"engine": engine})
+
+
+def _tree_env(base: Mapping[str, str], tree: str) -> dict[str, str]:
+    """``base`` with ``tree`` first on PYTHONPATH: its kgserve shadows this one; the rest (packages) stays."""
+    rest = base.get("PYTHONPATH", "")
+    return {**base, "PYTHONPATH": f"{tree}{os.pathsep}{rest}" if rest else tree}
+
+
+def engine_rows(binary: Path, model: Path, cfgs: Sequence[EngineCfg], queries: int, work: Path) -> list[str]:
+    rows = [
+        "| numAnalysisThreads / nnMaxBatchSize / server threads | in flight | queries | req/s | NN avg batch "
+        "| engine cores | client CPU share |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for cfg in cfgs:
+        argv = [str(binary), "analysis", "-config", str(cfg.write(work)), "-model", str(model)]
+        in_flight = 2 * cfg.threads
+        cpu0, wall0 = time.process_time(), time.monotonic()
+        r = run_engine_load_sync(
+            argv, nineteen_by_nineteen(0), visits=1, queries=queries, concurrency=in_flight, extra=POLICY_EXTRA
+        )
+        client = (time.process_time() - cpu0) / (time.monotonic() - wall0)
+        rows.append(
+            f"| {cfg.label} | {in_flight} | {r.answered:,} | {r.req_per_s:,.0f} | {r.nn_avg_batch:.1f} "
+            f"| {r.cores_used:.1f} | {client:.2f} |"
+        )
+        print(rows[-1], flush=True)
+    return rows
+
+
+def _http_row(label: str, what: str, f: HttpFigures) -> str:
+    return (
+        f"| {label} | {what} | {f.req_per_s:,.0f} | {f.p50_ms:.0f} / {f.p99_ms:.0f} | {f.errors} "
+        f"| {f.server_cores:.2f} | {f.engine_cores:.1f} | {f.client_cpu_max:.2f} | {f.mean_bytes:,.0f} | {f.flags} |"
+    )
+
+
+HTTP_HEAD = [
+    "| kgserve tree | engine | req/s | p50 / p99 ms | errors | kgserve cores | engine cores | busiest client CPU "
+    "| mean bytes | notes |",
+    "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+]
+
+
+def kgserve_rows(
+    trees: Mapping[str, str], binary: Path, model: Path, cfg: EngineCfg, clients: int, work: Path
+) -> list[str]:
+    rows = list(HTTP_HEAD)
+    for label, path in trees.items():
+        settings = real_settings(binary, model, cfg.write(work), work / "home")
+        with kgserve_running(settings, _tree_env(os.environ, path), ready_timeout_s=300) as proc:
+            assert proc.url is not None and proc.proc is not None
+            f = load_http([proc.url], [proc.proc.pid], engine_pids(proc), clients)
+        rows.append(_http_row(label, f"KataGo {cfg.label}", f))
+        print(rows[-1], flush=True)
+        sim = sim_settings(1)
+        with kgserve_running(sim, _tree_env(sim_env(0, device=f"pl-{label}"), path)) as proc:
+            assert proc.url is not None and proc.proc is not None
+            f = load_http([proc.url], [proc.proc.pid], engine_pids(proc), clients)
+        rows.append(_http_row(label, "sim, zero cost", f))
+        print(rows[-1], flush=True)
+    cleanup_devices()
+    return rows
+
+
+def frontend_rows(label: str, path: str, counts: Sequence[int], clients: int) -> list[str]:
+    """1, 2, 4 independent kgserve + zero-cost sim stacks, the clients split between their ports."""
+    rows = [HTTP_HEAD[0].replace("kgserve tree", "kgserve processes"), HTTP_HEAD[1]]
+    for n in counts:
+        stacks = [kgserve_running(sim_settings(1), _tree_env(sim_env(0, device=f"fe{n}-{i}"), path)) for i in range(n)]
+        procs = [s.__enter__() for s in stacks]
+        try:
+            urls = [p.url for p in procs if p.url is not None]
+            servers = [p.proc.pid for p in procs if p.proc is not None]
+            engines = [pid for p in procs for pid in engine_pids(p)]
+            f = load_http(urls, servers, engines, max(clients, 2 * n))
+        finally:
+            for s in reversed(stacks):
+                s.__exit__(None, None, None)
+        rows.append(_http_row(f"{n} ({label})", "sim, zero cost", f))
+        print(rows[-1], flush=True)
+    cleanup_devices()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--bin", type=Path, required=True, help="KataGo binary")
+    p.add_argument("--model", type=Path, required=True, help="KataGo network")
+    p.add_argument("--out", type=Path, required=True, help="folder for policyload.md and policyload.json")
+    p.add_argument("--cfg", type=EngineCfg.parse, action="append", help="THREADS:BATCH:SERVERS (repeatable)")
+    p.add_argument("--queries", type=int, default=12_000, help="queries per engine-alone row (of 13,320 distinct)")
+    p.add_argument("--clients", type=int, default=6, help="load-generator processes, 64 in flight each")
+    p.add_argument("--kgserve", action="append", default=[], help="LABEL=PYTHONPATH of a kgserve source tree")
+    p.add_argument("--frontends", default="1,2,4", help="independent kgserve processes to compare ('' = skip)")
+    args = p.parse_args(argv)
+    cfgs: list[EngineCfg] = args.cfg or [EngineCfg(64, 64, 2), EngineCfg(128, 256, 2), EngineCfg(256, 256, 4)]
+    trees = dict(t.split("=", 1) for t in args.kgserve) or {"this": os.environ.get("PYTHONPATH", os.getcwd())}
+    args.out.mkdir(parents=True, exist_ok=True)
+    out: list[str] = [f"_{machine_line('load generator included, loopback')}_", ""]
+    with tempfile.TemporaryDirectory(prefix="kgbench-policy-") as tmp:
+        work = Path(tmp)
+        out += ["#### Engine alone (stdin pipe)", "", *engine_rows(args.bin, args.model, cfgs, args.queries, work), ""]
+        (args.out / "policyload.md").write_text("\n".join(out) + "\n", encoding="utf-8")
+        best = max(cfgs, key=lambda c: c.threads * c.batch)
+        out += ["#### One kgserve process", "", *kgserve_rows(trees, args.bin, args.model, best, args.clients, work)]
+        (args.out / "policyload.md").write_text("\n".join(out) + "\n", encoding="utf-8")
+        if args.frontends:
+            counts = [int(n) for n in args.frontends.split(",")]
+            label, path = list(trees.items())[-1]
+            out += ["", "#### Independent kgserve processes", "", *frontend_rows(label, path, counts, args.clients)]
+    (args.out / "policyload.md").write_text("\n".join(out) + "\n", encoding="utf-8")
+    (args.out / "policyload.json").write_text(json.dumps({"cfgs": [c.__dict__ for c in cfgs]}), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
