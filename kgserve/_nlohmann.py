@@ -9,12 +9,11 @@ It is only called on the error path; valid lines never pay for it.
 
 from __future__ import annotations
 
-__all__ = ["nlohmann_error"]
+__all__ = ["nlohmann_error", "nlohmann_int"]
 
 _WS = b" \t\n\r"
 _CONTROL_NAMES = (
-    "NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI "
-    "DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS RS US"
+    "NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS RS US"
 ).split()
 _SHORT_ESCAPES = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"}
 _VALUE_START = "'[', '{', or a literal"
@@ -71,8 +70,14 @@ class _Lexer:
         char = self.get()
         if char == -1:
             return "end of input"
-        structural = {ord("["): "'['", ord("]"): "']'", ord("{"): "'{'", ord("}"): "'}'",
-                      ord(":"): "':'", ord(","): "','"}
+        structural = {
+            ord("["): "'['",
+            ord("]"): "']'",
+            ord("{"): "'{'",
+            ord("}"): "'}'",
+            ord(":"): "':'",
+            ord(","): "','",
+        }
         if char in structural:
             return structural[char]
         if char == ord('"'):
@@ -223,8 +228,9 @@ class _Parser:
         if expected:
             detail += f"; expected {expected}"
         where = f"at line {self.lexer.line + 1}, column {self.lexer.column}"
-        return _Fail(f"[json.exception.parse_error.101] parse error {where}: syntax error while parsing "
-                     f"{context} - {detail}")
+        return _Fail(
+            f"[json.exception.parse_error.101] parse error {where}: syntax error while parsing {context} - {detail}"
+        )
 
     def next(self) -> str:
         self.last = self.lexer.scan()
@@ -284,3 +290,31 @@ def nlohmann_error(line: bytes) -> str | None:
     except _Fail as failure:
         return failure.message
     return None
+
+
+_INT32_MIN = -(1 << 31)
+
+
+def _to_int32(value: int) -> int:
+    """C++ `static_cast<int>` of a 64-bit integer: keep the low 32 bits, two's complement."""
+    low = value & 0xFFFFFFFF
+    return low - (1 << 32) if low >= 1 << 31 else low
+
+
+def nlohmann_int(value: object) -> int:
+    """What `json.get<int>()` gives for a parsed value in KataGo (nlohmann 3.8 on x86-64).
+
+    Integers nlohmann stores as int64 or uint64 are cast (wrapping: 4294967296 -> 0); bigger ones it
+    stores as a double. Doubles truncate toward zero; out of int range the x86 conversion gives
+    INT_MIN. Booleans give 0 or 1. Anything else raises TypeError (nlohmann's type_error 302).
+    """
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        if -(1 << 63) <= value < 1 << 64:
+            return _to_int32(value)
+        value = float(value)
+    if isinstance(value, float):
+        truncated = int(value)  # JSON has no inf or nan (nlohmann refuses them at parse time)
+        return truncated if _INT32_MIN <= truncated < 1 << 31 else _INT32_MIN
+    raise TypeError(f"type must be number, but is {type(value).__name__}")

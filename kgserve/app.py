@@ -23,6 +23,7 @@ from kgserve.auth import TokenAuth, token_from_env
 from kgserve.intake import ServeContext
 from kgserve.limits import Admission
 from kgserve.metrics import Metrics
+from kgserve.pool import cfg_max_visits
 from kgserve.provenance import read_provenance
 from kgserve.routes import router
 from kgserve.settings import Settings, load_settings
@@ -49,7 +50,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     works too). `pool_factory` replaces the engine pool (tests)."""
     settings = settings if settings is not None else load_settings()
     admission = Admission(settings.limits.max_inflight_queries)
-    ctx = ServeContext(settings=settings, admission=admission)
+    ctx = ServeContext(settings=settings, admission=admission, cfg_visits=cfg_max_visits(settings.engine.cfg))
     metrics = Metrics(
         status=lambda: ctx.pool.status() if ctx.pool is not None else None,
         inflight=lambda: admission.inflight,
@@ -78,11 +79,15 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
             log.info("engine pool closed")
 
     app = FastAPI(title="kgserve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    # no redirect from /analysis/ to /analysis: Starlette builds the Location from the client's Host header
+    app.router.redirect_slashes = False
+    token = token_from_env(settings.server)
+    auth = TokenAuth(token)
     app.state.kgserve = ctx
     app.state.metrics = metrics
+    app.state.auth = auth
     app.include_router(router)
-    token = token_from_env(settings.server)
     if settings.server.docs:
         app.router.routes.extend(docs_routes(settings, auth=token is not None))
-    app.add_middleware(AccessMiddleware, metrics=metrics, auth=TokenAuth(token))
+    app.add_middleware(AccessMiddleware, metrics=metrics, auth=auth)
     return app

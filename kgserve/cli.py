@@ -22,12 +22,14 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
+from kgserve.httpguard import ConnectionLimits, guarded_protocol
 from kgserve.settings import ConfigError, Settings, load_settings
 
-__all__ = ["bind_socket", "main", "startup_problems"]
+__all__ = ["bind_socket", "main", "startup_problems", "uvicorn_config"]
 
 log = logging.getLogger("kgserve")
 EXIT_STARTUP = 2
@@ -110,17 +112,24 @@ class _Server(uvicorn.Server):
             log.info("kgserve listening on http://%s:%d", self.url_host, sockets[0].getsockname()[1])
 
 
-async def _serve(settings: Settings, sock: socket.socket) -> None:
-    from kgserve.app import create_app
-
-    config = uvicorn.Config(
-        create_app(settings),
+def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
+    """uvicorn's config for kgserve: the guarded protocol (kgserve.httpguard) and server.* timeouts."""
+    server = settings.server
+    return uvicorn.Config(
+        app,
+        http=guarded_protocol(ConnectionLimits.from_settings(server)),
         log_config=None,
         access_log=False,
         lifespan="on",
-        timeout_graceful_shutdown=max(1, math.ceil(settings.server.grace_period_s)),
-        timeout_keep_alive=30,
+        timeout_graceful_shutdown=max(1, math.ceil(server.grace_period_s)),
+        timeout_keep_alive=server.keep_alive_timeout_s,  # type: ignore[arg-type]  # uvicorn takes a float fine
     )
+
+
+async def _serve(settings: Settings, sock: socket.socket) -> None:
+    from kgserve.app import create_app
+
+    config = uvicorn_config(create_app(settings), settings)
     server = _Server(config, url_host=_url_host(settings.server.host))
     await server.serve(sockets=[sock])
 

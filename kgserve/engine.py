@@ -203,6 +203,24 @@ class Engine:
                 await self._kill()
         return self.returncode
 
+    async def probe(self, timeout_s: float) -> bool:
+        """Liveness: does the engine answer an internal query_version within timeout_s?
+
+        A frozen engine (SIGSTOP, a wedged GPU) still has its process, so only an answer tells."""
+        if self.state != "ready" or self._exited.is_set():
+            return False
+        future = self._send_action("query_version", wait=True)
+        assert future is not None
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        except (TimeoutError, EngineDied):
+            return False
+        return True
+
+    async def kill(self) -> None:
+        """SIGKILL the engine's process group and wait until every stream is settled (EngineDied)."""
+        await self._kill()
+
     async def _wait_exit(self, seconds: float) -> bool:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._exited.wait(), seconds)

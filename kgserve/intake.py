@@ -39,6 +39,7 @@ class ServeContext:
     settings: Settings
     admission: Admission
     pool: PoolLike | None = None
+    cfg_visits: int | None = None  # the served cfg's maxVisits (None: it sets none)
     provenance: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -70,7 +71,9 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
     except BodyTooLarge as exc:
         return refusal(413, f"kgserve: {exc} (limits.max_body_bytes)")
     except ClientDisconnect:
-        request.state.outcome = "disconnect"  # gone before its body arrived: nothing to answer
+        # gone before its body arrived (or cut by server.body_timeout_s, kgserve.httpguard): nothing to answer
+        timed_out = getattr(request.state, "kgserve_timeout", None) == "body"
+        request.state.outcome = "body_timeout" if timed_out else "disconnect"
         return Response(status_code=400)
     lines = split_body(body)
     if not lines:
@@ -86,7 +89,7 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
     clamped: list[str] = []
     for line in lines:
         item = _classify(line)
-        checked = check_query(item, limits) if isinstance(item, Query) else item
+        checked = check_query(item, limits, ctx.cfg_visits) if isinstance(item, Query) else item
         if isinstance(checked, CheckedQuery):
             if checked.silent:
                 continue
@@ -116,4 +119,7 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
         deadline_s=deadline_s,
         state=request.state,
         headers=headers,
+        terminate_grace_s=limits.terminate_grace_s,
+        buffer_limit=ctx.settings.server.max_response_buffer_bytes,
+        send_timeout_s=ctx.settings.server.send_timeout_s,
     )

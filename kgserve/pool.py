@@ -183,12 +183,12 @@ class EnginePool:
                 self.model = engine.model
                 self._changed()
                 began = time.monotonic()
-                await engine.wait()
+                frozen = await self._watch_liveness(slot, engine)
                 if self._closing:
                     break
                 if time.monotonic() - began >= max(HEALTHY_RUN_S, self.settings.engine.restart_backoff_max_s):
                     backoff = initial
-                how = f"exited with status {engine.returncode}"
+                how = frozen or f"exited with status {engine.returncode}"
                 self._retire(slot, engine, f"{engine.label} {how}", list(engine.stderr_tail))
                 slot.state = "restarting"
                 log.warning("%s %s; restarting in %.1fs", engine.label, how, backoff)
@@ -199,6 +199,32 @@ class EnginePool:
             slot.state = "restarting"
         slot.state = "stopped"
         self._changed()
+
+    async def _watch_liveness(self, slot: _Slot, engine: Engine) -> str | None:
+        """Wait for the engine to exit; every engine.liveness_interval_s ask it query_version, and kill it
+        if it does not answer within engine.liveness_timeout_s (the supervisor then restarts it).
+        Returns why it was killed, or None when it exited by itself."""
+        interval = self.settings.engine.liveness_interval_s
+        timeout = self.settings.engine.liveness_timeout_s
+        while not engine.exited:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(engine.wait(), interval)
+            if engine.exited or self._closing:
+                break
+            if not await engine.probe(timeout):
+                if engine.exited or self._closing:
+                    break
+                log.warning(
+                    "%s did not answer query_version within %gs (frozen?): killing it (engine.liveness_timeout_s)",
+                    engine.label,
+                    timeout,
+                )
+                slot.state = "restarting"  # not ready from now on: no new query goes to it
+                self._changed()
+                await engine.kill()
+                return f"did not answer query_version within {timeout:g}s and was killed"
+        await engine.wait()
+        return None
 
     def _retire(self, slot: _Slot, engine: Engine, error: str, tail: list[str]) -> None:
         slot.last_error = error
