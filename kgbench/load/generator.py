@@ -135,6 +135,7 @@ class _Level:
 
 async def _issue(sender: Sender, queries: QuerySource, level: _Level, counter: list[int], send_s: float) -> None:
     key, body = queries.next()
+    body.update(level.load.query_fields)
     body["maxVisits"] = level.load.max_visits
     counter[0] += 1
     level.inflight += 1
