@@ -34,24 +34,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 from collections.abc import AsyncIterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from kgserve.context import EngineClient
+from kgserve.engine_errors import EngineDied
 from kgserve.httpguard import abort_connection, on_disconnect
 from kgserve.limits import Admission
 from kgserve.outbox import Outbox
 from kgserve.protocol import Query, dump_compact, error_line, line_kind, locate_id
-from kgserve.querystream import EngineDied, Listener
+from kgserve.querystream import Listener
 
 __all__ = [
     "NDJSON",
     "TERMINATE_GRACE_S",
     "AnalysisResponse",
-    "PoolLike",
     "is_analysis_line",
     "plain_ndjson",
     "refusal",
@@ -59,14 +59,6 @@ __all__ = [
 
 NDJSON = "application/x-ndjson"
 TERMINATE_GRACE_S = 2.0  # the default of limits.terminate_grace_s
-
-
-class PoolLike(Protocol):
-    def submit(self, query: Query) -> Any: ...
-
-    def abort(self, stream: Any) -> Any: ...
-
-    def status(self) -> Mapping[str, Any]: ...
 
 
 def is_analysis_line(line: bytes) -> bool:
@@ -95,7 +87,7 @@ class AnalysisResponse(Response):
     def __init__(
         self,
         *,
-        pool: PoolLike,
+        pool: EngineClient,
         admission: Admission,
         queries: Sequence[Query],
         rejections: Sequence[bytes],
@@ -176,12 +168,8 @@ class AnalysisResponse(Response):
     async def _abort(self, stream: Any) -> None:
         if stream is None:
             return
-        try:
-            result = self.pool.abort(stream)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # an engine that is gone has nothing left to abort
-            pass
+        with contextlib.suppress(Exception):  # an engine that is gone has nothing left to abort
+            self.pool.abort(stream)
 
     @staticmethod
     async def _watch_disconnect(receive: Receive, events: asyncio.Queue[tuple[str, int, Any]]) -> None:

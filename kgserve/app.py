@@ -14,23 +14,21 @@ closes it at shutdown (terminate_all, stdin closed, wait, kill if needed).
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kgserve.access import AccessMiddleware
-from kgserve.analysis import PoolLike
 from kgserve.apidocs import docs_routes
 from kgserve.auth import TokenAuth, token_from_env
-from kgserve.intake import AnalysisEndpoint, ServeContext
+from kgserve.context import EngineClient, ServeContext
+from kgserve.intake import AnalysisEndpoint
 from kgserve.limits import Admission
 from kgserve.metrics import Metrics
-from kgserve.pool import cfg_max_visits
+from kgserve.pool import EnginePool, cfg_max_visits
 from kgserve.provenance import read_provenance
 from kgserve.routes import router
 from kgserve.settings import Settings, load_settings
@@ -38,18 +36,11 @@ from kgserve.settings import Settings, load_settings
 __all__ = ["KgserveApp", "PoolFactory", "create_app", "default_pool_factory"]
 
 log = logging.getLogger("kgserve")
-PoolFactory = Callable[[Settings], PoolLike]
+PoolFactory = Callable[[Settings], EngineClient]
 
 
-def default_pool_factory(settings: Settings) -> PoolLike:
-    from kgserve.pool import EnginePool  # the engine side; imported only when an app starts
-
-    pool: PoolLike = EnginePool(settings)
-    return pool
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
+def default_pool_factory(settings: Settings) -> EngineClient:
+    return EnginePool(settings)
 
 
 class KgserveApp(FastAPI):
@@ -92,15 +83,13 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
                 log.warning("%s", warning)
         ctx.provenance = provenance.as_dict() if provenance is not None else None
         pool = factory(settings)
-        start = getattr(pool, "start", None)
-        if start is not None:
-            await _maybe_await(start())
+        await pool.start()
         ctx.pool = pool
         try:
             yield
         finally:
             log.info("closing the engine pool (grace %.1fs)", settings.server.grace_period_s)
-            await _maybe_await(pool.close(settings.server.grace_period_s))  # type: ignore[attr-defined]
+            await pool.close(settings.server.grace_period_s)
             log.info("engine pool closed")
 
     app = KgserveApp(title="kgserve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)

@@ -14,11 +14,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import importlib.util
 import logging
 import math
-import os
-import shutil
 import signal
 import socket
 import sys
@@ -29,9 +26,10 @@ from typing import Any
 import uvicorn
 
 from kgserve.httpguard import ConnectionLimits, guarded_protocol
+from kgserve.preflight import startup_problems
 from kgserve.settings import ConfigError, Settings, load_settings
 
-__all__ = ["bind_socket", "main", "startup_problems", "uvicorn_config"]
+__all__ = ["bind_socket", "main", "uvicorn_config"]
 
 log = logging.getLogger("kgserve")
 EXIT_STARTUP = 2
@@ -44,33 +42,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=None, help="port (0: pick a free one)")
     parser.add_argument("--host", default=None, help="address to bind (default: server.host, 127.0.0.1)")
     return parser
-
-
-def startup_problems(settings: Settings) -> list[str]:
-    """One sentence per missing file the engine needs, naming the path and its config key."""
-    engine = settings.engine
-    backend = engine.backend
-    source = f" in {settings.source}" if settings.source else ""
-    problems: list[str] = []
-    argv = engine.argv_prefix(backend)
-    program = argv[0]
-    command_key = f"engine.backends.{backend}.command"
-    if "/" in program:
-        if not Path(program).is_file():
-            problems.append(f"the engine binary {program} does not exist (config key {command_key}{source})")
-        elif not os.access(program, os.X_OK):
-            problems.append(f"the engine binary {program} is not executable (config key {command_key}{source})")
-    elif shutil.which(program) is None:
-        problems.append(f"the engine program {program!r} is not on PATH (config key {command_key}{source})")
-    if argv[1:3] == ["-m", "kgserve.sim"] and importlib.util.find_spec("kgserve.sim") is None:
-        problems.append(f"the simulated engine module kgserve.sim is not installed (config key {command_key}{source})")
-    model = engine.model_for(backend)
-    model_key = f"engine.backends.{backend}.model" if engine.backend_settings(backend).model else "engine.model"
-    if not model.is_file():
-        problems.append(f"the model file {model} does not exist (config key {model_key}{source})")
-    if not engine.cfg.is_file():
-        problems.append(f"the KataGo analysis cfg {engine.cfg} does not exist (config key engine.cfg{source})")
-    return problems
 
 
 def _problem_paragraph(settings: Settings, problems: list[str]) -> str:

@@ -9,15 +9,14 @@ it in front of the FastAPI app's own stack).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from kgserve.analysis import AnalysisResponse, PoolLike, plain_ndjson, refusal
+from kgserve.analysis import AnalysisResponse, plain_ndjson, refusal
+from kgserve.context import ServeContext
 from kgserve.limits import (
-    Admission,
     BadRequestHeader,
     BodyTooLarge,
     CheckedQuery,
@@ -27,24 +26,11 @@ from kgserve.limits import (
     read_limited,
 )
 from kgserve.protocol import Query, Rejected, classify_line, error_line, split_body
-from kgserve.settings import Settings
 
-__all__ = ["RETRY_AFTER_S", "AnalysisEndpoint", "ServeContext", "handle_analysis"]
+__all__ = ["RETRY_AFTER_S", "AnalysisEndpoint", "handle_analysis"]
 
 RETRY_AFTER_S = 1
 log = logging.getLogger("kgserve.intake")
-
-
-@dataclass
-class ServeContext:
-    """What the routes share, kept on `app.state.kgserve` (one per app, no module globals)."""
-
-    settings: Settings
-    admission: Admission
-    pool: PoolLike | None = None
-    cfg_visits: int | None = None  # the served cfg's maxVisits (None: it sets none)
-    provenance: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _note(state: dict[str, Any], **values: Any) -> None:

@@ -10,7 +10,8 @@ from fastapi.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
 from kgserve.auth import TokenAuth
-from kgserve.intake import AnalysisEndpoint, ServeContext
+from kgserve.context import ServeContext
+from kgserve.intake import AnalysisEndpoint
 from kgserve.metrics import CONTENT_TYPE_LATEST, Metrics
 from kgserve.readiness import readiness
 

@@ -109,7 +109,7 @@ def rss_mb(pid: int | None) -> float | None:
         return None
 
 
-def machine_line() -> str:
+def machine_line(setting: str = "load generator included, loopback, simulated engine") -> str:
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -120,5 +120,5 @@ def machine_line() -> str:
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"{now} · {socket.gethostname()} · {cpu} · {psutil.cpu_count()} logical CPUs · {mem:.0f} GiB RAM · "
-        f"Python {platform.python_version()} · load generator included, loopback, simulated engine"
+        f"Python {platform.python_version()} · {setting}"
     )

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.engine import READY_TEXT, EngineDied
+from kgserve.engine import READY_TEXT
+from kgserve.engine_errors import EngineDied
 from kgserve.pool import EnginePool
 from kgserve.procutil import pid_alive
 from kgserve.protocol import Query, classify_line, line_kind, locate_id

@@ -20,8 +20,8 @@ import pytest
 import uvicorn
 
 from kgserve.cli import bind_socket, uvicorn_config
+from kgserve.engine_errors import EngineDied
 from kgserve.protocol import Query
-from kgserve.querystream import EngineDied
 from kgserve.settings import Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[2]

@@ -20,8 +20,8 @@ import pytest
 
 from kgserve.analysis import _failure_text
 from kgserve.app import create_app
+from kgserve.engine_errors import EngineDied
 from kgserve.openapi import build_openapi
-from kgserve.querystream import EngineDied
 
 QUERY = b'{"id":"q","moves":[],"rules":"chinese","komi":7.5,"boardXSize":9,"boardYSize":9,"maxVisits":10}'
 TIGHT = {

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from kgserve.katago_cfg import cfg_text
 from kgserve.settings import Settings, load_settings
 from tests.http.conftest import KgserveProcess, write_config
 
@@ -92,7 +93,7 @@ def write_tier_cfg(directory: Path, overrides: dict[str, object] | None = None) 
     """TIER_CFG (with `overrides`) as `directory`/analysis.cfg."""
     keys = {**TIER_CFG, **(overrides or {})}
     path = directory / "analysis.cfg"
-    path.write_text("".join(f"{key} = {value}\n" for key, value in keys.items()), encoding="utf-8")
+    path.write_text(cfg_text(keys), encoding="utf-8")
     return path
 
 
