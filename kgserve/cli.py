@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import math
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -84,13 +86,17 @@ class _Server(uvicorn.Server):
 
 
 def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
-    """uvicorn's config for kgserve: the guarded protocol (kgserve.httpguard) and server.* timeouts."""
+    """uvicorn's config for kgserve: the guarded protocol (kgserve.httpguard) and server.* timeouts.
+
+    No proxy-headers middleware: kgserve uses neither the client address nor the scheme, and that layer
+    parses every request's headers."""
     server = settings.server
     return uvicorn.Config(
         app,
         http=guarded_protocol(ConnectionLimits.from_settings(server)),
         log_config=None,
         access_log=False,
+        proxy_headers=False,
         lifespan="on",
         timeout_graceful_shutdown=max(1, math.ceil(server.grace_period_s)),
         timeout_keep_alive=server.keep_alive_timeout_s,  # type: ignore[arg-type]  # uvicorn takes a float fine
@@ -101,11 +107,37 @@ async def _serve(settings: Settings, sock: socket.socket) -> None:
     from kgserve.app import create_app
 
     config = uvicorn_config(create_app(settings), settings)
+    tune_gc()
     server = _Server(config, url_host=_url_host(settings.server.host))
     await server.serve(sockets=[sock])
 
 
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop uvicorn itself would run on (loop "auto"): uvloop where installed (uvicorn[standard])."""
+    return uvicorn.Config("kgserve.app:create_app").get_loop_factory()
+
+
+GC_YOUNG_THRESHOLD = 20_000  # allocations between young collections (Python's default: 700)
+
+
+def tune_gc() -> None:
+    """Garbage collection for a server: what start-up built stays (frozen: no collection walks it again),
+    and young collections run every GC_YOUNG_THRESHOLD allocations instead of 700. A request's objects die
+    by reference counting; a collection only walks those of the requests in flight, so fewer collections
+    cost less in total (measured: ~100 µs of CPU per request with the defaults, docs/performance.md)."""
+    gc.collect()
+    gc.freeze()
+    _, older, oldest = gc.get_threshold()
+    gc.set_threshold(GC_YOUNG_THRESHOLD, older, oldest)
+
+
 def _logging(level: str) -> None:
+    # one log line per request: skip what the format never shows (the caller's frame, process, thread
+    # names), as the logging HOWTO's "Optimization" section advises
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     logging.basicConfig(
         level=level.upper(),
         stream=sys.stderr,
@@ -144,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: None)
     try:
-        asyncio.run(_serve(settings, sock))
+        with asyncio.Runner(loop_factory=loop_factory()) as runner:
+            runner.run(_serve(settings, sock))
     finally:
         sock.close()
     log.info("kgserve stopped")

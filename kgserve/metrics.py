@@ -58,9 +58,13 @@ class Metrics:
             registry=self.registry,
         )
         self.registry.register(_LiveCollector(status, inflight))
+        self._by_outcome: dict[str, Any] = {}  # the labelled counters, looked up once per outcome
 
     def observe(self, outcome: str, seconds: float | None) -> None:
-        self.requests.labels(outcome=outcome).inc()
+        counter = self._by_outcome.get(outcome)
+        if counter is None:
+            counter = self._by_outcome[outcome] = self.requests.labels(outcome=outcome)
+        counter.inc()
         if seconds is not None:
             self.latency.observe(seconds)
 

@@ -23,11 +23,14 @@ Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
   this (p99 of 50 ms probes during measurement).
 - ``max_cpu_share`` [0.9]: self-watch: the run is invalid when the load generator's own process used more than this
   share of one core during measurement.
+- ``query_fields`` [{}]: fields set in every query on top of the position, e.g. ``{includePolicy: true,
+  includeOwnership: true}`` (load=policy); ``id`` and ``maxVisits`` are the generator's own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -68,6 +71,7 @@ class LoadSettings:
     seed: int = 0
     max_loop_lag_ms: float = 100.0
     max_cpu_share: float = 0.9
+    query_fields: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(int(c) < 1 for c in self.concurrency):
@@ -82,6 +86,9 @@ class LoadSettings:
             raise ValueError("load.min_windows must be >= 1 and load.max_windows >= load.min_windows")
         if self.max_visits < 1 or self.request_timeout_s <= 0 or self.tolerance < 0:
             raise ValueError("load.max_visits >= 1, load.request_timeout_s > 0 and load.tolerance >= 0 required")
+        reserved = sorted({"id", "maxVisits"} & set(self.query_fields))
+        if reserved:
+            raise ValueError(f"load.query_fields must not set {reserved}: the generator sets them (load.max_visits)")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> LoadSettings:
@@ -94,6 +101,8 @@ class LoadSettings:
         if "concurrency" in kwargs:
             conc = kwargs["concurrency"]
             kwargs["concurrency"] = (int(conc),) if isinstance(conc, int) else tuple(int(c) for c in conc)
+        if "query_fields" in kwargs:
+            kwargs["query_fields"] = dict(kwargs["query_fields"] or {})
         return cls(**kwargs)
 
     def as_params(self) -> dict[str, str]:
@@ -101,7 +110,12 @@ class LoadSettings:
         out: dict[str, str] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            out[f.name] = ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+            if isinstance(value, tuple):
+                out[f.name] = ",".join(str(v) for v in value)
+            elif isinstance(value, Mapping):
+                out[f.name] = json.dumps(dict(value), sort_keys=True, separators=(",", ":"))
+            else:
+                out[f.name] = str(value)
         return out
 
 

@@ -101,6 +101,8 @@ def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
             max_visits=cfg.get_int("maxVisits", 1 << 50, 1, 1 << 50),
             pv_len=cfg.get_int("analysisPVLen", 15, 1, 100),
             warn_unused_fields=cfg.values.get("warnUnusedFields", "true").lower() != "false",
+            cfg_values=dict(cfg.values),
+            cfg_name=cfg.file_name,
         )
     except (CfgError, ValueError) as err:
         abort("IOError", getattr(err, "message", str(err)))

@@ -1,203 +1,236 @@
-"""Go board for the simulated engine: KataGo's coordinate, player and rules parsing, and the tolerant move
-replay the analysis engine uses for a query's `moves` (BoardHistory::makeBoardMoveTolerant).
+"""Rules of the simulated engine, parsed and printed as KataGo's Rules class does (game/rules.cpp, v1.17).
 
-Tolerant replay, as in KataGo: a move is illegal only when its point is occupied or it retakes a simple ko
-on the very next move; suicide is tolerated regardless of the rules (the suicided group is removed).
+A rules value is a preset name (case-insensitive, trimmed), a JSON object or a string starting with `{`
+(keys applied in sorted order, as nlohmann iterates them; values case-sensitive), or the legacy compact form
+(`koPOSITIONALscoreAREAtaxNONEsui1komi7.5`, case-sensitive). `supported_rules` is what a network of model
+version 7 or later accepts: spight ko becomes situational, a button only goes with area scoring.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-from dataclasses import dataclass, field
+import math
+import re
+import struct
+from dataclasses import dataclass, replace
+from typing import Any
 
-__all__ = ["BLACK", "EMPTY", "PASS", "WHITE", "Board", "loc_to_str", "parse_loc", "parse_player", "parse_rules"]
+from kgserve.sim.board import WHITESPACE, ascii_lower
 
-EMPTY, BLACK, WHITE = 0, 1, 2
-PASS = -1
-COLUMNS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"
+__all__ = ["Rules", "float32", "parse_rules", "supported_rules"]
 
-_RULE_NAMES = {
-    "japanese": "japanese",
-    "korean": "japanese",
-    "chinese": "chinese",
-    "chinese-ogs": "chinese",
-    "chinese_ogs": "chinese",
-    "chinese-kgs": "chinese",
-    "chinese_kgs": "chinese",
-    "tromp-taylor": "tromp-taylor",
-    "tromp_taylor": "tromp-taylor",
-    "tromptaylor": "tromp-taylor",
-    "new-zealand": "new-zealand",
-    "new_zealand": "new-zealand",
-    "newzealand": "new-zealand",
-    "nz": "new-zealand",
-    "aga": "aga",
-    "bga": "aga",
-    "french": "aga",
-    "aga-button": "aga",
-    "aga_button": "aga",
-    "stone-scoring": "stone-scoring",
-    "stone_scoring": "stone-scoring",
-    "stonescoring": "stone-scoring",
-}
-_RULE_KEYS = {
-    "ko",
-    "koRule",
-    "scoring",
-    "scoringRule",
-    "tax",
-    "taxRule",
-    "suicide",
-    "multiStoneSuicideLegal",
-    "hasButton",
-    "whiteHandicapBonus",
-    "whiteHandicapBonusRule",
-    "friendlyPassOk",
-    "komi",
-}
+KO_RULES = ("SIMPLE", "POSITIONAL", "SITUATIONAL", "SPIGHT")
+SCORING_RULES = ("AREA", "TERRITORY")
+TAX_RULES = ("NONE", "SEKI", "ALL")
+WHB_RULES = ("0", "N", "N-1")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)")
 
 
-def parse_rules(value: str | dict[str, object]) -> str | None:
-    """Canonical rules name, or None when KataGo's Rules::tryParseRules would fail."""
-    if isinstance(value, dict):
-        return "custom" if value and set(value) <= _RULE_KEYS else None
-    text = value.strip().lower()
-    if text.startswith("{"):
-        try:
-            parsed = json.loads(text)
-        except ValueError:
-            return None
-        return parse_rules(parsed) if isinstance(parsed, dict) else None
-    return _RULE_NAMES.get(text)
+def float32(value: float) -> float:
+    """C++'s (float)value."""
+    try:
+        return float(struct.unpack("f", struct.pack("f", value))[0])
+    except OverflowError:
+        return math.copysign(math.inf, value)
 
 
-def parse_player(text: str) -> int | None:
-    lowered = text.strip().lower()
-    if lowered in ("b", "black"):
-        return BLACK
-    if lowered in ("w", "white"):
-        return WHITE
-    return None
+@dataclass(frozen=True)
+class Rules:
+    ko: str = "POSITIONAL"
+    scoring: str = "AREA"
+    tax: str = "NONE"
+    suicide: bool = True  # multi-stone suicide legal
+    button: bool = False
+    whb: str = "0"
+    fpok: bool = False
+    komi: float = 7.5
+
+    def __str__(self) -> str:
+        """operator<<(ostream&, Rules): komi printed like an ostream float (6 significant digits)."""
+        text = f"ko{self.ko}score{self.scoring}tax{self.tax}sui{int(self.suicide)}"
+        if self.button:
+            text += "button1"
+        if self.whb != "0":
+            text += f"whb{self.whb}"
+        if self.fpok:
+            text += "fpok1"
+        return text + f"komi{self.komi:g}"
 
 
-def parse_loc(text: str, x_size: int, y_size: int) -> int | None:
-    """Location::tryOfString: GTP vertex (no I), 'pass', or '(x,y)'; None when unparsable or off-board."""
-    s = text.strip()
-    lowered = s.lower()
-    if lowered == "pass":
-        return PASS
-    if s.startswith("(") and s.endswith(")"):
-        parts = s[1:-1].split(",")
-        if len(parts) != 2:
-            return None
-        try:
-            x, y = int(parts[0]), int(parts[1])
-        except ValueError:
-            return None
-    else:
-        if len(s) < 2:
-            return None
-        col = COLUMNS.find(s[0].upper())
-        if col < 0 or not s[1:].isdigit():
-            return None
-        x, y = col, y_size - int(s[1:])
-    if not (0 <= x < x_size and 0 <= y < y_size):
+_PRESETS: dict[str, Rules] = {}
+
+
+def _preset(names: str, rules: Rules) -> None:
+    for name in names.split("|"):
+        _PRESETS[name] = rules
+
+
+_preset("japanese|korean", Rules("SIMPLE", "TERRITORY", "SEKI", False, False, "0", False, 6.5))
+_preset("chinese", Rules("SIMPLE", "AREA", "NONE", False, False, "N", True, 7.5))
+_preset(
+    "chineseogs|chinese_ogs|chinese-ogs|chinesekgs|chinese_kgs|chinese-kgs",
+    Rules("POSITIONAL", "AREA", "NONE", False, False, "N", True, 7.5),
+)
+_preset(
+    "ancientarea|ancient-area|ancient_area|ancient area|stonescoring|stone-scoring|stone_scoring|stone scoring",
+    Rules("SIMPLE", "AREA", "ALL", False, False, "0", True, 7.5),
+)
+_preset(
+    "ancientterritory|ancient-territory|ancient_territory|ancient territory",
+    Rules("SIMPLE", "TERRITORY", "ALL", False, False, "0", False, 6.5),
+)
+_preset(
+    "agabutton|aga-button|aga_button|aga button", Rules("SITUATIONAL", "AREA", "NONE", False, True, "N-1", True, 7.0)
+)
+_preset("aga|bga|french", Rules("SITUATIONAL", "AREA", "NONE", False, False, "N-1", True, 7.5))
+_preset(
+    "nz|newzealand|new zealand|new-zealand|new_zealand",
+    Rules("SITUATIONAL", "AREA", "NONE", True, False, "0", True, 7.0),
+)
+_preset("tromp-taylor|tromp_taylor|tromp taylor|tromptaylor", Rules())
+_preset("goe|ing", Rules(fpok=True))
+
+
+class _Bad(Exception):
+    pass
+
+
+def _defaults(rules: Rules, tax_given: bool, komi_given: bool) -> Rules:
+    if not tax_given:
+        rules = replace(rules, tax="SEKI" if rules.scoring == "TERRITORY" else "NONE")
+    if not komi_given:
+        if rules.scoring == "TERRITORY":
+            rules = replace(rules, komi=6.5)
+        elif rules.button:
+            rules = replace(rules, komi=7.0)
+    return rules
+
+
+def _one_of(value: Any, allowed: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in allowed:
+        raise _Bad
+    return value
+
+
+def _boolean(value: Any) -> bool:
+    if type(value) is not bool:
+        raise _Bad
+    return value
+
+
+def _from_object(obj: dict[str, Any]) -> Rules:
+    rules, tax_given, komi_given = Rules(), False, False
+    for key in sorted(obj):
+        value = obj[key]
+        if key == "ko":
+            rules = replace(rules, ko=_one_of(value, KO_RULES))
+        elif key in ("score", "scoring"):
+            rules = replace(rules, scoring=_one_of(value, SCORING_RULES))
+        elif key == "tax":
+            rules, tax_given = replace(rules, tax=_one_of(value, TAX_RULES)), True
+        elif key == "suicide":
+            rules = replace(rules, suicide=_boolean(value))
+        elif key == "hasButton":
+            rules = replace(rules, button=_boolean(value))
+        elif key == "whiteHandicapBonus":
+            rules = replace(rules, whb=_one_of(value, WHB_RULES))
+        elif key == "friendlyPassOk":
+            rules = replace(rules, fpok=_boolean(value))
+        elif key == "komi":
+            if type(value) not in (int, float, bool):  # nlohmann's get<float> takes booleans too
+                raise _Bad
+            komi = float32(float(value))
+            if not (-400.0 <= komi <= 400.0) or komi * 2 != int(komi * 2):
+                raise _Bad
+            rules, komi_given = replace(rules, komi=komi), True
+        else:
+            raise _Bad
+    return _defaults(rules, tax_given, komi_given)
+
+
+_LEGACY: list[tuple[str, str, tuple[str, ...]]] = [
+    ("ko", "ko", KO_RULES),
+    ("scoring", "scoring", SCORING_RULES),
+    ("score", "scoring", SCORING_RULES),
+    ("tax", "tax", TAX_RULES),
+    ("sui", "suicide", ("1", "0")),
+    ("button", "button", ("1", "0")),
+    ("whb", "whb", ("0", "N-1", "N")),
+    ("fpok", "fpok", ("1", "0")),
+]
+
+
+def _set(rules: Rules, attr: str, value: str) -> Rules:
+    if attr == "suicide":
+        return replace(rules, suicide=value == "1")
+    if attr == "button":
+        return replace(rules, button=value == "1")
+    if attr == "fpok":
+        return replace(rules, fpok=value == "1")
+    return replace(rules, **{attr: value})  # type: ignore[arg-type]
+
+
+def _legacy(text: str) -> Rules:
+    s = text.strip(WHITESPACE)
+    if not s:
+        raise _Bad
+    rules, tax_given, komi_given = Rules(), False, False
+    while s:
+        if s.startswith("komi"):
+            s = s[4:].strip(WHITESPACE)
+            end = 0
+            while end < len(s) and not (s[end].isascii() and s[end].isalpha()) and s[end] not in WHITESPACE:
+                end += 1
+            if not _FLOAT.fullmatch(s[:end].strip(WHITESPACE)):
+                raise _Bad
+            komi = float32(float(s[:end]))
+            if not math.isfinite(komi) or abs(komi) > 1e5:
+                raise _Bad
+            rules, komi_given = replace(rules, komi=komi), True
+            s = s[end:].strip(WHITESPACE)
+            continue
+        for prefix, attr, values in _LEGACY:
+            if s.startswith(prefix):
+                s = s[len(prefix) :].strip(WHITESPACE)
+                value = next((v for v in values if s.startswith(v)), None)
+                if value is None:
+                    raise _Bad
+                s = s[len(value) :].strip(WHITESPACE)
+                rules = _set(rules, attr, value)
+                tax_given = tax_given or attr == "tax"
+                break
+        else:
+            raise _Bad
+    return _defaults(rules, tax_given, komi_given)
+
+
+def parse_rules(value: str | dict[str, Any]) -> Rules | None:
+    """Rules::tryParseRules of a string, or of an object's dump; None when KataGo cannot parse it."""
+    try:
+        if isinstance(value, dict):
+            return _from_object(value)
+        preset = _PRESETS.get(ascii_lower(value).strip(WHITESPACE))
+        if preset is not None:
+            return preset
+        if value.startswith("{"):
+            try:
+                parsed = json.loads(value, parse_constant=_reject)
+            except (ValueError, RecursionError):
+                return None
+            return _from_object(parsed) if isinstance(parsed, dict) else None
+        return _legacy(value)
+    except _Bad:
         return None
-    return y * x_size + x
 
 
-def loc_to_str(loc: int, x_size: int, y_size: int) -> str:
-    if loc == PASS:
-        return "pass"
-    x, y = loc % x_size, loc // x_size
-    return f"{COLUMNS[x]}{y_size - y}"
+def _reject(text: str) -> float:
+    raise ValueError(text)
 
 
-_NEIGHBOURS: dict[tuple[int, int], list[tuple[int, ...]]] = {}
-
-
-def _neighbours(x_size: int, y_size: int) -> list[tuple[int, ...]]:
-    key = (x_size, y_size)
-    if key not in _NEIGHBOURS:
-        table = []
-        for loc in range(x_size * y_size):
-            x, y = loc % x_size, loc // x_size
-            adj = [(x - 1, y), (x + 1, y), (x, y - 1), (x, y + 1)]
-            table.append(tuple(b * x_size + a for a, b in adj if 0 <= a < x_size and 0 <= b < y_size))
-        _NEIGHBOURS[key] = table
-    return _NEIGHBOURS[key]
-
-
-@dataclass
-class Board:
-    x_size: int
-    y_size: int
-    stones: list[int] = field(default_factory=list)
-    ko_loc: int | None = None
-
-    def __post_init__(self) -> None:
-        if not self.stones:
-            self.stones = [EMPTY] * (self.x_size * self.y_size)
-        self._adj = _neighbours(self.x_size, self.y_size)
-
-    def copy(self) -> Board:
-        return Board(self.x_size, self.y_size, list(self.stones), self.ko_loc)
-
-    def set_stone(self, loc: int, color: int) -> None:
-        self.stones[loc] = color
-        self.ko_loc = None
-
-    def _group(self, loc: int) -> tuple[list[int], bool]:
-        color = self.stones[loc]
-        seen = {loc}
-        stack = [loc]
-        has_liberty = False
-        while stack:
-            cur = stack.pop()
-            for n in self._adj[cur]:
-                c = self.stones[n]
-                if c == EMPTY:
-                    has_liberty = True
-                elif c == color and n not in seen:
-                    seen.add(n)
-                    stack.append(n)
-        return list(seen), has_liberty
-
-    def play_tolerant(self, loc: int, player: int) -> bool:
-        """Play a move as the analysis engine replays history; False for an illegal move (occupied, ko)."""
-        if loc == PASS:
-            self.ko_loc = None
-            return True
-        if self.stones[loc] != EMPTY or loc == self.ko_loc:
-            return False
-        opponent = BLACK + WHITE - player
-        self.stones[loc] = player
-        captured: list[int] = []
-        for n in self._adj[loc]:
-            if self.stones[n] == opponent:
-                group, alive = self._group(n)
-                if not alive:
-                    for s in group:
-                        self.stones[s] = EMPTY
-                    captured.extend(group)
-        own, alive = self._group(loc)
-        if not alive:  # suicide: tolerated, the group is removed
-            for s in own:
-                self.stones[s] = EMPTY
-        self.ko_loc = None
-        if len(captured) == 1 and len(own) == 1:
-            libs = [n for n in self._adj[loc] if self.stones[n] == EMPTY]
-            if libs == [captured[0]]:
-                self.ko_loc = captured[0]
-        return True
-
-    def position_key(self, to_move: int, rules: str, komi: float) -> bytes:
-        return bytes(self.stones) + bytes([to_move, self.x_size, self.y_size]) + f"{rules}{komi}".encode()
-
-    def hash_hex(self, to_move: int, salt: bytes = b"") -> str:
-        digest = hashlib.blake2b(bytes(self.stones) + bytes([to_move]) + salt, digest_size=16).hexdigest()
-        return digest.upper()
-
-    def empties(self) -> list[int]:
-        return [i for i, c in enumerate(self.stones) if c == EMPTY]
+def supported_rules(rules: Rules) -> Rules:
+    """NNEvaluator::getSupportedRules for model version >= 7."""
+    if rules.ko == "SPIGHT":
+        rules = replace(rules, ko="SITUATIONAL")
+    if rules.button and rules.scoring != "AREA":
+        rules = replace(rules, button=False)
+    return rules

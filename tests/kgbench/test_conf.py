@@ -105,3 +105,12 @@ def test_optuna_search_config_is_a_valid_yaml_with_params() -> None:
     data = yaml.safe_load((CONF_DIR / "hparams_search" / "optuna.yaml").read_text())
     assert data["hydra"]["sweeper"]["direction"] == "maximize"
     assert "nnMaxBatchSize" in data["hydra"]["sweeper"]["params"]
+
+
+def test_policy_load_is_bulk_low_visit_with_policy_and_ownership() -> None:
+    from kgbench.sweep.modes import _load_settings
+
+    load = _load_settings(_compose(["load=policy"]))
+    assert load.max_visits == 1 and min(load.concurrency) >= 256
+    assert dict(load.query_fields) == {"includePolicy": True, "includeOwnership": True}
+    assert load.as_params()["query_fields"] == '{"includeOwnership":true,"includePolicy":true}'
