@@ -11,7 +11,8 @@ engine, and writes Markdown tables:
    upper bound for what several front ends could add, not a multi-front-end mode of kgserve.
 
 ``--kgserve LABEL=PYTHONPATH`` (repeatable) runs the kgserve rows once per source tree (e.g. main and a
-branch), so a hot-path change is measured on the same machine in the same run.
+branch), so a hot-path change is measured on the same machine in the same run. Run it from a folder without a
+``kgserve`` package: ``python -m kgserve`` puts its working folder ahead of PYTHONPATH.
 
     python -m kgbench.bench.policyload --bin KATAGO --model NET --out DIR [--cfg 64:64:2 --cfg 256:256:4 ...]
 
@@ -253,6 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--frontends", default="1,2,4", help="independent kgserve processes to compare ('' = skip)")
     args = p.parse_args(argv)
     cfgs: list[EngineCfg] = args.cfg or [EngineCfg(64, 64, 2), EngineCfg(128, 256, 2), EngineCfg(256, 256, 4)]
+    if args.kgserve and (Path.cwd() / "kgserve").is_dir():
+        p.error("--kgserve needs a working folder without a kgserve package (it would shadow the trees)")
     trees = dict(t.split("=", 1) for t in args.kgserve) or {"this": os.environ.get("PYTHONPATH", os.getcwd())}
     args.out.mkdir(parents=True, exist_ok=True)
     out: list[str] = [f"_{machine_line('load generator included, loopback')}_", ""]
