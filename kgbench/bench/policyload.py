@@ -22,7 +22,7 @@ Every load is bounded: a fixed number of queries (engine alone) or a fixed numbe
 from __future__ import annotations
 
 import argparse
-import json
+import asyncio
 import math
 import multiprocessing
 import os
@@ -36,7 +36,7 @@ from typing import Any
 import psutil
 
 from kgbench.bench.common import cleanup_devices, engine_pids, kgserve_running, machine_line, sim_env, sim_settings
-from kgbench.bench.engineload import nineteen_by_nineteen, run_engine_load_sync
+from kgbench.bench.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load
 from kgbench.bench.serving import ShapedSource
 from kgbench.load.generator import run_load_sync
 from kgbench.load.types import LoadSettings
@@ -165,23 +165,39 @@ def _tree_env(base: Mapping[str, str], tree: str) -> dict[str, str]:
     return {**base, "PYTHONPATH": f"{tree}{os.pathsep}{rest}" if rest else tree}
 
 
-def engine_rows(binary: Path, model: Path, cfgs: Sequence[EngineCfg], queries: int, work: Path) -> list[str]:
+async def _engines_at_once(argvs: Sequence[list[str]], queries: int, in_flight: int) -> list[EngineLoadResult]:
+    # copies of one engine side by side, each its own closed loop and position stream (seeds differ)
+    return list(
+        await asyncio.gather(
+            *(
+                run_engine_load(
+                    argv, nineteen_by_nineteen(i), visits=1, queries=queries, concurrency=in_flight, extra=POLICY_EXTRA
+                )
+                for i, argv in enumerate(argvs)
+            )
+        )
+    )
+
+
+def engine_rows(
+    binary: Path, model: Path, runs: Sequence[tuple[EngineCfg, int]], queries: int, work: Path
+) -> list[str]:
+    """One row per (cfg, copies): ``copies`` engine processes loaded at once, their req/s summed."""
     rows = [
-        "| numAnalysisThreads / nnMaxBatchSize / server threads | in flight | queries | req/s | NN avg batch "
-        "| engine cores | client CPU share |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| numAnalysisThreads / nnMaxBatchSize / server threads | processes | in flight (each) | queries (each) "
+        "| req/s (sum) | NN avg batch | engine cores (sum) | client CPU share |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for cfg in cfgs:
+    for cfg, copies in runs:
         argv = [str(binary), "analysis", "-config", str(cfg.write(work)), "-model", str(model)]
         in_flight = 2 * cfg.threads
         cpu0, wall0 = time.process_time(), time.monotonic()
-        r = run_engine_load_sync(
-            argv, nineteen_by_nineteen(0), visits=1, queries=queries, concurrency=in_flight, extra=POLICY_EXTRA
-        )
+        results = asyncio.run(_engines_at_once([argv] * copies, queries, in_flight))
         client = (time.process_time() - cpu0) / (time.monotonic() - wall0)
+        batch = sum(r.nn_avg_batch for r in results) / len(results)
         rows.append(
-            f"| {cfg.label} | {in_flight} | {r.answered:,} | {r.req_per_s:,.0f} | {r.nn_avg_batch:.1f} "
-            f"| {r.cores_used:.1f} | {client:.2f} |"
+            f"| {cfg.label} | {copies} | {in_flight} | {queries:,} | {sum(r.req_per_s for r in results):,.0f} "
+            f"| {batch:.1f} | {sum(r.cores_used for r in results):.1f} | {client:.2f} |"
         )
         print(rows[-1], flush=True)
     return rows
@@ -201,32 +217,42 @@ HTTP_HEAD = [
 ]
 
 
+def _with_processes(settings: Settings, processes: int) -> Settings:
+    return settings.model_copy(update={"engine": settings.engine.model_copy(update={"processes": processes})})
+
+
+def _measure(settings: Settings, env: Mapping[str, str], clients: int) -> HttpFigures:
+    with kgserve_running(settings, env, ready_timeout_s=300) as proc:
+        assert proc.url is not None and proc.proc is not None
+        return load_http([proc.url], [proc.proc.pid], engine_pids(proc), clients)
+
+
 def kgserve_rows(
-    trees: Mapping[str, str], binary: Path, model: Path, cfg: EngineCfg, clients: int, work: Path
+    trees: Mapping[str, str], real: Settings, pools: Sequence[int], sims: int, clients: int, cfg_label: str
 ) -> list[str]:
+    """Per tree: one kgserve with a pool of each size in ``pools`` of real engines, then with ``sims`` zero-cost sims
+    (the sim answers a policy query with ~2 ms of its own CPU, so one sim cannot show kgserve's ceiling)."""
     rows = list(HTTP_HEAD)
     for label, path in trees.items():
-        settings = real_settings(binary, model, cfg.write(work), work / "home")
-        with kgserve_running(settings, _tree_env(os.environ, path), ready_timeout_s=300) as proc:
-            assert proc.url is not None and proc.proc is not None
-            f = load_http([proc.url], [proc.proc.pid], engine_pids(proc), clients)
-        rows.append(_http_row(label, f"KataGo {cfg.label}", f))
-        print(rows[-1], flush=True)
-        sim = sim_settings(1)
-        with kgserve_running(sim, _tree_env(sim_env(0, device=f"pl-{label}"), path)) as proc:
-            assert proc.url is not None and proc.proc is not None
-            f = load_http([proc.url], [proc.proc.pid], engine_pids(proc), clients)
-        rows.append(_http_row(label, "sim, zero cost", f))
+        for n in pools:
+            f = _measure(_with_processes(real, n), _tree_env(os.environ, path), clients)
+            rows.append(_http_row(label, f"{n} x KataGo {cfg_label}", f))
+            print(rows[-1], flush=True)
+        f = _measure(sim_settings(sims), _tree_env(sim_env(0, device=f"pl-{label}"), path), clients)
+        rows.append(_http_row(label, f"{sims} x sim, zero cost", f))
         print(rows[-1], flush=True)
     cleanup_devices()
     return rows
 
 
-def frontend_rows(label: str, path: str, counts: Sequence[int], clients: int) -> list[str]:
-    """1, 2, 4 independent kgserve + zero-cost sim stacks, the clients split between their ports."""
+def frontend_rows(label: str, path: str, counts: Sequence[int], sims: int, clients: int) -> list[str]:
+    """1, 2, 4 independent kgserve stacks sharing ``sims`` zero-cost sims between them, the clients split."""
     rows = [HTTP_HEAD[0].replace("kgserve tree", "kgserve processes"), HTTP_HEAD[1]]
     for n in counts:
-        stacks = [kgserve_running(sim_settings(1), _tree_env(sim_env(0, device=f"fe{n}-{i}"), path)) for i in range(n)]
+        each = max(1, sims // n)
+        stacks = [
+            kgserve_running(sim_settings(each), _tree_env(sim_env(0, device=f"fe{n}-{i}"), path)) for i in range(n)
+        ]
         procs = [s.__enter__() for s in stacks]
         try:
             urls = [p.url for p in procs if p.url is not None]
@@ -236,42 +262,53 @@ def frontend_rows(label: str, path: str, counts: Sequence[int], clients: int) ->
         finally:
             for s in reversed(stacks):
                 s.__exit__(None, None, None)
-        rows.append(_http_row(f"{n} ({label})", "sim, zero cost", f))
+        rows.append(_http_row(f"{n} ({label})", f"{n} x {each} sims, zero cost", f))
         print(rows[-1], flush=True)
     cleanup_devices()
     return rows
+
+
+def _ints(text: str) -> list[int]:
+    return [int(n) for n in text.split(",") if n.strip()]
 
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--bin", type=Path, required=True, help="KataGo binary")
     p.add_argument("--model", type=Path, required=True, help="KataGo network")
-    p.add_argument("--out", type=Path, required=True, help="folder for policyload.md and policyload.json")
+    p.add_argument("--out", type=Path, required=True, help="folder for policyload.md")
     p.add_argument("--cfg", type=EngineCfg.parse, action="append", help="THREADS:BATCH:SERVERS (repeatable)")
-    p.add_argument("--queries", type=int, default=12_000, help="queries per engine-alone row (of 13,320 distinct)")
+    p.add_argument("--pool-cfg", type=EngineCfg.parse, help="cfg of the engine pools (default: the first --cfg)")
+    p.add_argument("--pools", default="1,2", help="engine processes: alone side by side, and behind one kgserve")
+    p.add_argument("--sims", type=int, default=6, help="zero-cost sim processes behind kgserve")
+    p.add_argument("--queries", type=int, default=12_000, help="queries per engine-alone run (of 13,320 distinct)")
     p.add_argument("--clients", type=int, default=6, help="load-generator processes, 64 in flight each")
     p.add_argument("--kgserve", action="append", default=[], help="LABEL=PYTHONPATH of a kgserve source tree")
     p.add_argument("--frontends", default="1,2,4", help="independent kgserve processes to compare ('' = skip)")
     args = p.parse_args(argv)
-    cfgs: list[EngineCfg] = args.cfg or [EngineCfg(64, 64, 2), EngineCfg(128, 256, 2), EngineCfg(256, 256, 4)]
     if args.kgserve and (Path.cwd() / "kgserve").is_dir():
         p.error("--kgserve needs a working folder without a kgserve package (it would shadow the trees)")
+    cfgs: list[EngineCfg] = args.cfg or [EngineCfg(32, 64, 2)]
+    pool_cfg: EngineCfg = args.pool_cfg or cfgs[0]
+    pools = _ints(args.pools)
     trees = dict(t.split("=", 1) for t in args.kgserve) or {"this": os.environ.get("PYTHONPATH", os.getcwd())}
     args.out.mkdir(parents=True, exist_ok=True)
     out: list[str] = [f"_{machine_line('load generator included, loopback')}_", ""]
+    report = args.out / "policyload.md"
     with tempfile.TemporaryDirectory(prefix="kgbench-policy-") as tmp:
         work = Path(tmp)
-        out += ["#### Engine alone (stdin pipe)", "", *engine_rows(args.bin, args.model, cfgs, args.queries, work), ""]
-        (args.out / "policyload.md").write_text("\n".join(out) + "\n", encoding="utf-8")
-        best = max(cfgs, key=lambda c: c.threads * c.batch)
-        out += ["#### One kgserve process", "", *kgserve_rows(trees, args.bin, args.model, best, args.clients, work)]
-        (args.out / "policyload.md").write_text("\n".join(out) + "\n", encoding="utf-8")
+        runs = [(c, 1) for c in cfgs] + [(pool_cfg, n) for n in pools if n > 1]
+        out += ["#### Engine alone (stdin pipe)", "", *engine_rows(args.bin, args.model, runs, args.queries, work), ""]
+        report.write_text("\n".join(out) + "\n", encoding="utf-8")
+        real = real_settings(args.bin, args.model, pool_cfg.write(work), work / "home")
+        rows = kgserve_rows(trees, real, pools, args.sims, args.clients, pool_cfg.label)
+        out += ["#### One kgserve process", "", *rows]
+        report.write_text("\n".join(out) + "\n", encoding="utf-8")
         if args.frontends:
-            counts = [int(n) for n in args.frontends.split(",")]
             label, path = list(trees.items())[-1]
-            out += ["", "#### Independent kgserve processes", "", *frontend_rows(label, path, counts, args.clients)]
-    (args.out / "policyload.md").write_text("\n".join(out) + "\n", encoding="utf-8")
-    (args.out / "policyload.json").write_text(json.dumps({"cfgs": [c.__dict__ for c in cfgs]}), encoding="utf-8")
+            rows = frontend_rows(label, path, _ints(args.frontends), args.sims, args.clients)
+            out += ["", "#### Independent kgserve processes", "", *rows]
+    report.write_text("\n".join(out) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
