@@ -26,6 +26,7 @@ import asyncio
 import math
 import multiprocessing
 import os
+import re
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
@@ -221,6 +222,16 @@ def _with_processes(settings: Settings, processes: int) -> Settings:
     return settings.model_copy(update={"engine": settings.engine.model_copy(update={"processes": processes})})
 
 
+def zero_cost_sims(processes: int, work: Path) -> Settings:
+    """``processes`` sims with the serving cfg but nnMaxBatchSize 8: the sim models GPU memory, and six copies of
+    the serving cfg's batch (25 GB each) do not fit its H200; at zero cost the batch size changes nothing else."""
+    settings = sim_settings(processes)
+    text = settings.engine.cfg.read_text(encoding="utf-8")
+    cfg = work / "sim_small_batch.cfg"
+    cfg.write_text(re.sub(r"(?m)^nnMaxBatchSize\s*=.*$", "nnMaxBatchSize = 8", text), encoding="utf-8")
+    return settings.model_copy(update={"engine": settings.engine.model_copy(update={"cfg": cfg})})
+
+
 def _measure(settings: Settings, env: Mapping[str, str], clients: int) -> HttpFigures:
     with kgserve_running(settings, env, ready_timeout_s=300) as proc:
         assert proc.url is not None and proc.proc is not None
@@ -228,7 +239,13 @@ def _measure(settings: Settings, env: Mapping[str, str], clients: int) -> HttpFi
 
 
 def kgserve_rows(
-    trees: Mapping[str, str], real: Settings, pools: Sequence[int], sims: int, clients: int, cfg_label: str
+    trees: Mapping[str, str],
+    real: Settings,
+    pools: Sequence[int],
+    sims: int,
+    clients: int,
+    cfg_label: str,
+    work: Path,
 ) -> list[str]:
     """Per tree: one kgserve with a pool of each size in ``pools`` of real engines, then with ``sims`` zero-cost sims
     (the sim answers a policy query with ~2 ms of its own CPU, so one sim cannot show kgserve's ceiling)."""
@@ -238,20 +255,21 @@ def kgserve_rows(
             f = _measure(_with_processes(real, n), _tree_env(os.environ, path), clients)
             rows.append(_http_row(label, f"{n} x KataGo {cfg_label}", f))
             print(rows[-1], flush=True)
-        f = _measure(sim_settings(sims), _tree_env(sim_env(0, device=f"pl-{label}"), path), clients)
+        f = _measure(zero_cost_sims(sims, work), _tree_env(sim_env(0, device=f"pl-{label}"), path), clients)
         rows.append(_http_row(label, f"{sims} x sim, zero cost", f))
         print(rows[-1], flush=True)
     cleanup_devices()
     return rows
 
 
-def frontend_rows(label: str, path: str, counts: Sequence[int], sims: int, clients: int) -> list[str]:
+def frontend_rows(label: str, path: str, counts: Sequence[int], sims: int, clients: int, work: Path) -> list[str]:
     """1, 2, 4 independent kgserve stacks sharing ``sims`` zero-cost sims between them, the clients split."""
     rows = [HTTP_HEAD[0].replace("kgserve tree", "kgserve processes"), HTTP_HEAD[1]]
     for n in counts:
         each = max(1, sims // n)
         stacks = [
-            kgserve_running(sim_settings(each), _tree_env(sim_env(0, device=f"fe{n}-{i}"), path)) for i in range(n)
+            kgserve_running(zero_cost_sims(each, work), _tree_env(sim_env(0, device=f"fe{n}-{i}"), path))
+            for i in range(n)
         ]
         procs = [s.__enter__() for s in stacks]
         try:
@@ -301,12 +319,12 @@ def main(argv: list[str] | None = None) -> None:
         out += ["#### Engine alone (stdin pipe)", "", *engine_rows(args.bin, args.model, runs, args.queries, work), ""]
         report.write_text("\n".join(out) + "\n", encoding="utf-8")
         real = real_settings(args.bin, args.model, pool_cfg.write(work), work / "home")
-        rows = kgserve_rows(trees, real, pools, args.sims, args.clients, pool_cfg.label)
+        rows = kgserve_rows(trees, real, pools, args.sims, args.clients, pool_cfg.label, work)
         out += ["#### One kgserve process", "", *rows]
         report.write_text("\n".join(out) + "\n", encoding="utf-8")
         if args.frontends:
             label, path = list(trees.items())[-1]
-            rows = frontend_rows(label, path, _ints(args.frontends), args.sims, args.clients)
+            rows = frontend_rows(label, path, _ints(args.frontends), args.sims, args.clients, work)
             out += ["", "#### Independent kgserve processes", "", *rows]
     report.write_text("\n".join(out) + "\n", encoding="utf-8")
 
