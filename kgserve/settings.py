@@ -53,6 +53,7 @@ class ServerSettings(_Strict):
     keep_alive_timeout_s: float = Field(30.0, gt=0)  # idle between requests
     send_timeout_s: float = Field(30.0, gt=0)  # a client that takes none of the response for this long is dropped
     max_response_buffer_bytes: int = Field(1 << 20, ge=65536)  # response bytes kgserve holds for one slow client
+    workers: int = Field(1, ge=1, le=64)  # front-end processes on the port, each with its share of the engines
 
 
 class BackendSettings(_Strict):
