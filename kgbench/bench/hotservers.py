@@ -35,9 +35,11 @@ class ServerProcess:
     url: str
 
     def cpu_s(self) -> float:
-        """The server process's own CPU seconds (its children, e.g. the engines, not counted)."""
-        times = psutil.Process(self.proc.pid).cpu_times()
-        return float(times.user + times.system)
+        """The server's own CPU seconds: its process, and its kgserve workers if it has any (server.workers);
+        the engines (children of kgserve) are not counted."""
+        process = psutil.Process(self.proc.pid)
+        serving = [process] + [c for c in process.children() if "--worker" in c.cmdline()]
+        return float(sum(p.cpu_times().user + p.cpu_times().system for p in serving))
 
     async def answer_bytes(self, body: bytes) -> int:
         """The size of the server's answer to ``body``."""
