@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +42,13 @@ def test_two_workers_share_the_port_and_stop_together(
         url = process.wait_listening()
         process.wait_ready()
         seen: set[tuple[int, ...]] = set()
-        for _ in range(60):  # a new connection each time: the kernel spreads them over the workers
-            with httpx.Client(timeout=10) as client:
-                body = client.get(url + "/readyz").json()
-            seen.add(tuple(engine["pid"] for engine in body["engines"]))
-            if len(seen) == 2:
-                break
+        deadline = time.monotonic() + 60
+        while len(seen) < 2 and time.monotonic() < deadline:
+            with httpx.Client(timeout=10) as client:  # a new connection each time: the kernel spreads them
+                response = client.get(url + "/readyz")
+            if response.status_code == 200:  # a worker whose engine is up (the other may still be starting)
+                seen.add(tuple(engine["pid"] for engine in response.json()["engines"]))
+            time.sleep(0.02)
         assert len(seen) == 2 and all(len(pids) == 1 for pids in seen)  # each worker: one engine of its own
         for index in range(4):
             response = httpx.post(url + "/analysis", content=json.dumps({**QUERY, "id": f"w{index}"}), timeout=30)
