@@ -28,6 +28,7 @@ import uvicorn
 from kgserve.httpguard import ConnectionLimits, guarded_protocol
 from kgserve.preflight import startup_problems
 from kgserve.settings import ConfigError, Settings, load_settings
+from kgserve.workers import parse_worker, supervise, worker_settings
 
 __all__ = ["bind_socket", "main", "uvicorn_config"]
 
@@ -41,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", default=None, help="engine backend: cuda, trt, eigen or sim")
     parser.add_argument("--port", type=int, default=None, help="port (0: pick a free one)")
     parser.add_argument("--host", default=None, help="address to bind (default: server.host, 127.0.0.1)")
+    parser.add_argument(
+        "--worker", default=None, help=argparse.SUPPRESS
+    )  # I/N: one of server.workers (kgserve.workers)
     return parser
 
 
@@ -53,13 +57,16 @@ def _problem_paragraph(settings: Settings, problems: list[str]) -> str:
     )
 
 
-def bind_socket(host: str, port: int) -> socket.socket:
-    """A bound socket for HOST:PORT (port 0: the kernel picks a free port)."""
+def bind_socket(host: str, port: int, *, reuse_port: bool = False) -> socket.socket:
+    """A bound socket for HOST:PORT (port 0: the kernel picks a free port); `reuse_port`: several processes
+    may bind it (server.workers)."""
     family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[
         0
     ]
     sock = socket.socket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind(address)
     except OSError:
@@ -145,6 +152,16 @@ def _logging(level: str) -> None:
     )
 
 
+def _worker_argv(args: argparse.Namespace, settings: Settings) -> list[str]:
+    """The command line of a worker: this one's config and choices (the port comes from the supervisor)."""
+    argv = ["--host", settings.server.host]
+    if args.config is not None:
+        argv += ["--config", str(args.config)]
+    if args.backend is not None:
+        argv += ["--backend", args.backend]
+    return argv
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -162,8 +179,19 @@ def main(argv: list[str] | None = None) -> int:
     warning = exposure_warning(settings.server, token_from_env(settings.server))
     if warning:
         log.warning("%s", warning)
+    workers = settings.server.workers
+    if workers > settings.engine.processes:
+        print(
+            f"kgserve: server.workers ({workers}) is more than engine.processes ({settings.engine.processes}): "
+            "each worker needs an engine of its own",
+            file=sys.stderr,
+        )
+        return EXIT_STARTUP
+    worker = parse_worker(args.worker) if args.worker else None
+    if worker is not None:
+        settings = worker_settings(settings, *worker)
     try:
-        sock = bind_socket(settings.server.host, settings.server.port)
+        sock = bind_socket(settings.server.host, settings.server.port, reuse_port=workers > 1)
     except OSError as exc:
         print(
             f"kgserve cannot listen on {settings.server.host}:{settings.server.port} (server.host / server.port "
@@ -171,6 +199,8 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_STARTUP
+    if workers > 1 and worker is None:
+        return supervise(settings, sock, _worker_argv(args, settings))
     # uvicorn re-raises the signal that stopped it once it has shut down; with these handlers that
     # second delivery is a no-op and kgserve exits 0 after a graceful shutdown.
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -22,6 +22,7 @@ from kgserve.settings import Settings, load_settings
 __all__ = [
     "cleanup_devices",
     "engine_pids",
+    "free_port",
     "kgserve_running",
     "machine_line",
     "rss_mb",
@@ -98,6 +99,13 @@ def engine_pids(proc: KgserveProcess, ready_only: bool = False) -> list[int]:
     _, body = proc.get_json("/readyz")
     engines = body.get("engines") or []
     return [int(e["pid"]) for e in engines if e.get("pid") and (not ready_only or e.get("state") == "ready")]
+
+
+def free_port() -> int:
+    """A free loopback port, for a server that cannot bind port 0 itself (HAProxy)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def rss_mb(pid: int | None) -> float | None:

@@ -24,16 +24,26 @@ from kgbench.sweep import state
 from kgbench.track import summary, tracking
 from kgbench.track.mlflow_ui import runs_url
 
-__all__ = ["ENV_JOBS", "ENV_PARENT", "ENV_SWEEP", "KgbenchCallback", "count_jobs", "display_overrides"]
+__all__ = [
+    "ENV_JOBS",
+    "ENV_JOB_KEY",
+    "ENV_PARENT",
+    "ENV_SWEEP",
+    "KgbenchCallback",
+    "count_jobs",
+    "display_overrides",
+]
 
 ENV_PARENT = "KGBENCH_PARENT_RUN_ID"
 ENV_SWEEP = "KGBENCH_SWEEP_ID"
 ENV_JOBS = "KGBENCH_SWEEP_JOBS"
+ENV_JOB_KEY = "KGBENCH_JOB_KEY"  # set by a remote launcher: finds the run of a job whose process was lost
 
 
 def display_overrides(overrides: list[str]) -> str:
-    """The override string as the user typed it (kgbench adds `++` to plain KataGo keys)."""
-    return " ".join(item.removeprefix("++") for item in overrides)
+    """The override string as the user typed it (kgbench adds `++` to plain KataGo keys; the Optuna sweeper's
+    `++search.*` trial links are bookkeeping, not configuration)."""
+    return " ".join(item.removeprefix("++") for item in overrides if not item.startswith("++search."))
 
 
 def count_jobs(overrides: list[str]) -> int | None:
@@ -63,11 +73,13 @@ class KgbenchCallback(Callback):
         try:
             overrides = list(config.hydra.overrides.task)
             sweeper = str(config.hydra.sweeper.get("_target_", ""))
-            jobs = count_jobs(overrides) if "BasicSweeper" in sweeper else config.hydra.sweeper.get("n_trials")
+            grid = "BasicSweeper" in sweeper or "GroupedSweeper" in sweeper
+            jobs = count_jobs(overrides) if grid else config.hydra.sweeper.get("n_trials")
             sweep_id = f"{datetime.now(UTC):%Y-%m-%d_%H-%M-%S}-{uuid.uuid4().hex[:6]}"
             os.environ[ENV_SWEEP] = sweep_id
             if jobs:
                 os.environ[ENV_JOBS] = str(jobs)
+            tracking.use_configured_uri(config.mlflow.get("tracking_uri"))
             client = tracking.make_client()
             experiment = str(config.mlflow.experiment)
             self.parent_run_id = tracking.create_sweep_run(client, experiment, sweep_id, display_overrides(overrides))

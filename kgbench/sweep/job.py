@@ -16,7 +16,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep import modes
-from kgbench.sweep.callbacks import ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.sweep.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.sweep.grouping import build_key
+from kgbench.sweep.lost_jobs import JOB_KEY_TAG
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.render import RenderError
 from kgbench.sweep.spec import Prepared, check_engine_files, prepare, section
@@ -36,6 +38,7 @@ class JobContext:
     job_total: int | None = None
     parent_run_id: str | None = None
     sweep_id: str | None = None
+    job_key: str | None = None  # set by a remote launcher (kgbench.sweep.lost_jobs)
 
     @property
     def label(self) -> str:
@@ -61,6 +64,7 @@ def context_from_hydra() -> JobContext:
         job_total=int(total) if total and total.isdigit() else (None if multirun else 1),
         parent_run_id=os.environ.get(ENV_PARENT) if multirun else None,
         sweep_id=os.environ.get(ENV_SWEEP) if multirun else None,
+        job_key=os.environ.get(ENV_JOB_KEY) if multirun else None,
     )
 
 
@@ -79,7 +83,10 @@ def _params(cfg: DictConfig, prepared: Prepared) -> dict[str, Any]:
 
 def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
     backend = str(cfg.get("backend", ""))
+    # where a job ran on a cluster: its PBS job (logs, accounting) and the launcher's key for it
+    placement = {"pbs_job_id": os.environ.get("PBS_JOBID"), JOB_KEY_TAG: ctx.job_key}
     return {
+        **{k: v for k, v in placement.items() if v},
         "backend": backend,
         "simulated": "true" if backend == "sim" else "false",
         "transport": str(cfg.get("transport", "http")),
@@ -90,7 +97,15 @@ def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
         "gpu_name": gpu_name() or "none",
         "kgbench.unstable": "false",
         "kgbench.invalid": "false",
+        # every job starts its own kgserve: no engine, NN cache or position carries over from another job
+        "kgbench.cold_start": "true",
+        **({"kgbench.build_group": key} if (key := build_key(section_of_top(cfg))) else {}),
     }
+
+
+def section_of_top(cfg: DictConfig) -> dict[str, Any]:
+    """The top-level scalars of the composed config (backend and the KataGo keys)."""
+    return {str(k): v for k, v in cfg.items() if not isinstance(v, DictConfig)}
 
 
 def _execute(cfg: DictConfig, ctx: JobContext, run: tracking.JobRun, progress: JobProgress) -> float:

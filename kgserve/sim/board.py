@@ -16,6 +16,8 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from kgserve.katago_rules import WHITESPACE, ascii_lower
+
 __all__ = [
     "BLACK",
     "EMPTY",
@@ -33,17 +35,12 @@ EMPTY, BLACK, WHITE = 0, 1, 2
 PASS = -1
 OFF_BOARD = 1 << 20
 COLUMNS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"
-WHITESPACE = " \t\r\n\v\f"  # Global::trim
 _INT = re.compile(r"[+-]?[0-9]+")
 _INT_MAX = 2**31 - 1
 
 
 def opponent(player: int) -> int:
     return BLACK + WHITE - player
-
-
-def ascii_lower(text: str) -> str:
-    return "".join(c.lower() if "A" <= c <= "Z" else c for c in text)
 
 
 def parse_player(text: str) -> int | None:

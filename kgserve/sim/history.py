@@ -10,8 +10,8 @@ it, and so does a pass that takes the button).
 
 from __future__ import annotations
 
+from kgserve.katago_rules import Rules
 from kgserve.sim.board import EMPTY, PASS, Board, opponent
-from kgserve.sim.rules import Rules
 
 __all__ = ["Replay"]
 

@@ -19,8 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kgserve.sim.board import WHITESPACE, ascii_lower, parse_player
-from kgserve.sim.rules import float32
+from kgserve.katago_rules import WHITESPACE, ascii_lower, float32
+from kgserve.sim.board import parse_player
 
 __all__ = ["Overridden", "OverrideError", "apply_overrides"]
 

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kgserve._nlohmann import nlohmann_int
+from kgserve.katago_rules import float32, is_int_or_half_int, parse_rules, supported_rules
 from kgserve.protocol import dump_compact
 from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player
 from kgserve.sim.history import Replay
 from kgserve.sim.overrides import OverrideError, apply_overrides
-from kgserve.sim.rules import float32, parse_rules, supported_rules
 
 __all__ = ["Defaults", "Request", "error_for", "parse_query", "warning_for"]
 
@@ -258,7 +258,7 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
     rules = parsed_rules
     if "komi" in body:
         komi = float32(_double(body, "komi", -400.0, 400.0, KOMI_ERROR))
-        if komi * 2 != int(komi * 2):
+        if not is_int_or_half_int(komi):
             raise _Fail("komi", KOMI_ERROR)
         rules = replace(rules, komi=komi)
     if "whiteHandicapBonus" in body:

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
+from kgserve.katago_rules import parse_rules
 from kgserve.sim.board import OFF_BOARD, PASS, loc_to_str, parse_loc, parse_player
 from kgserve.sim.overrides import OverrideError, apply_overrides
 from kgserve.sim.queries import Defaults, Request, parse_query
-from kgserve.sim.rules import parse_rules
 
 CFG = {"numSearchThreads": "1", "maxVisits": "2", "numAnalysisThreads": "4", "logDir": "logs"}
 

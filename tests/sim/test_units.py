@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from kgserve.katago_cfg import KNOWN_ANALYSIS_KEYS, is_known_key
+from kgserve.katago_rules import Rules, parse_rules
 from kgserve.sim.board import BLACK, EMPTY, WHITE, parse_loc
 from kgserve.sim.cfgfile import parse_cfg_text
 from kgserve.sim.queries import Defaults, Request, parse_query
 from kgserve.sim.responses import F64, dumps
-from kgserve.sim.rules import Rules, parse_rules
 
 SECONDS_ERROR = "Must be number of seconds from 0.001 to 1000000.0"
 

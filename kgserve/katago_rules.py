@@ -1,4 +1,7 @@
-"""Rules of the simulated engine, parsed and printed as KataGo's Rules class does (game/rules.cpp, v1.17).
+"""KataGo's rules values, parsed and printed as its Rules class does (game/rules.cpp, v1.17).
+
+The simulated engine answers with these; kgserve's intake uses `parse_rules` to refuse the one rules value
+that crashes KataGo (limits.check_rules_komi).
 
 A rules value is a preset name (case-insensitive, trimmed), a JSON object or a string starting with `{`
 (keys applied in sorted order, as nlohmann iterates them; values case-sensitive), or the legacy compact form
@@ -15,15 +18,30 @@ import struct
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kgserve.sim.board import WHITESPACE, ascii_lower
+__all__ = [
+    "WHITESPACE",
+    "Rules",
+    "ascii_lower",
+    "float32",
+    "is_int_or_half_int",
+    "parse_rules",
+    "supported_rules",
+]
 
-__all__ = ["Rules", "float32", "parse_rules", "supported_rules"]
+WHITESPACE = " \t\r\n\v\f"  # Global::trim
 
 KO_RULES = ("SIMPLE", "POSITIONAL", "SITUATIONAL", "SPIGHT")
 SCORING_RULES = ("AREA", "TERRITORY")
 TAX_RULES = ("NONE", "SEKI", "ALL")
 WHB_RULES = ("0", "N", "N-1")
 _FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)")
+_SPACES = re.compile(r"[ \t\r\n\v\f]*")  # what Global::trim strips
+_KOMI_TOKEN = re.compile(r"[^A-Za-z \t\r\n\v\f]*")  # up to a letter or whitespace
+
+
+def ascii_lower(text: str) -> str:
+    """Global::toLower: ASCII letters only."""
+    return "".join(c.lower() if "A" <= c <= "Z" else c for c in text)
 
 
 def float32(value: float) -> float:
@@ -140,7 +158,7 @@ def _from_object(obj: dict[str, Any]) -> Rules:
             if type(value) not in (int, float, bool):  # nlohmann's get<float> takes booleans too
                 raise _Bad
             komi = float32(float(value))
-            if not (-400.0 <= komi <= 400.0) or komi * 2 != int(komi * 2):
+            if not (-400.0 <= komi <= 400.0) or not is_int_or_half_int(komi):
                 raise _Bad
             rules, komi_given = replace(rules, komi=komi), True
         else:
@@ -171,31 +189,32 @@ def _set(rules: Rules, attr: str, value: str) -> Rules:
 
 
 def _legacy(text: str) -> Rules:
+    """The legacy compact form, walked with an index (KataGo re-slices the string after every token, which in
+    Python would be quadratic in the length of a hostile rules string up to the body limit)."""
     s = text.strip(WHITESPACE)
     if not s:
         raise _Bad
     rules, tax_given, komi_given = Rules(), False, False
-    while s:
-        if s.startswith("komi"):
-            s = s[4:].strip(WHITESPACE)
-            end = 0
-            while end < len(s) and not (s[end].isascii() and s[end].isalpha()) and s[end] not in WHITESPACE:
-                end += 1
-            if not _FLOAT.fullmatch(s[:end].strip(WHITESPACE)):
+    i = 0
+    while i < len(s):
+        if s.startswith("komi", i):
+            i = _SPACES.match(s, i + 4).end()  # type: ignore[union-attr]
+            token = _KOMI_TOKEN.match(s, i).group()  # type: ignore[union-attr]
+            if not _FLOAT.fullmatch(token):
                 raise _Bad
-            komi = float32(float(s[:end]))
+            komi = float32(float(token))
             if not math.isfinite(komi) or abs(komi) > 1e5:
                 raise _Bad
             rules, komi_given = replace(rules, komi=komi), True
-            s = s[end:].strip(WHITESPACE)
+            i = _SPACES.match(s, i + len(token)).end()  # type: ignore[union-attr]
             continue
         for prefix, attr, values in _LEGACY:
-            if s.startswith(prefix):
-                s = s[len(prefix) :].strip(WHITESPACE)
-                value = next((v for v in values if s.startswith(v)), None)
+            if s.startswith(prefix, i):
+                i = _SPACES.match(s, i + len(prefix)).end()  # type: ignore[union-attr]
+                value = next((v for v in values if s.startswith(v, i)), None)
                 if value is None:
                     raise _Bad
-                s = s[len(value) :].strip(WHITESPACE)
+                i = _SPACES.match(s, i + len(value)).end()  # type: ignore[union-attr]
                 rules = _set(rules, attr, value)
                 tax_given = tax_given or attr == "tax"
                 break
@@ -221,6 +240,11 @@ def parse_rules(value: str | dict[str, Any]) -> Rules | None:
         return _legacy(value)
     except _Bad:
         return None
+
+
+def is_int_or_half_int(komi: float) -> bool:
+    """Rules::komiIsIntOrHalfInt (for a komi that is already a float32)."""
+    return math.isfinite(komi) and komi * 2 == int(komi * 2)
 
 
 def _reject(text: str) -> float:
