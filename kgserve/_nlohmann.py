@@ -13,8 +13,7 @@ __all__ = ["nlohmann_error"]
 
 _WS = b" \t\n\r"
 _CONTROL_NAMES = (
-    "NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI "
-    "DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS RS US"
+    "NUL SOH STX ETX EOT ENQ ACK BEL BS HT LF VT FF CR SO SI DLE DC1 DC2 DC3 DC4 NAK SYN ETB CAN EM SUB ESC FS GS RS US"
 ).split()
 _SHORT_ESCAPES = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r"}
 _VALUE_START = "'[', '{', or a literal"
@@ -71,8 +70,14 @@ class _Lexer:
         char = self.get()
         if char == -1:
             return "end of input"
-        structural = {ord("["): "'['", ord("]"): "']'", ord("{"): "'{'", ord("}"): "'}'",
-                      ord(":"): "':'", ord(","): "','"}
+        structural = {
+            ord("["): "'['",
+            ord("]"): "']'",
+            ord("{"): "'{'",
+            ord("}"): "'}'",
+            ord(":"): "':'",
+            ord(","): "','",
+        }
         if char in structural:
             return structural[char]
         if char == ord('"'):
@@ -223,8 +228,9 @@ class _Parser:
         if expected:
             detail += f"; expected {expected}"
         where = f"at line {self.lexer.line + 1}, column {self.lexer.column}"
-        return _Fail(f"[json.exception.parse_error.101] parse error {where}: syntax error while parsing "
-                     f"{context} - {detail}")
+        return _Fail(
+            f"[json.exception.parse_error.101] parse error {where}: syntax error while parsing {context} - {detail}"
+        )
 
     def next(self) -> str:
         self.last = self.lexer.scan()

@@ -45,6 +45,7 @@ __all__ = [
     "TERMINATE_GRACE_S",
     "AnalysisResponse",
     "PoolLike",
+    "failure_text",
     "is_analysis_line",
     "plain_ndjson",
     "refusal",
@@ -57,7 +58,7 @@ TERMINATE_GRACE_S = 10.0
 class PoolLike(Protocol):
     def submit(self, query: Query) -> Any: ...
 
-    def abort(self, stream: Any) -> Any: ...
+    def abort(self, stream: Any, turns: list[int] | None = None) -> Any: ...
 
     def status(self) -> Mapping[str, Any]: ...
 
@@ -67,7 +68,7 @@ def is_analysis_line(line: bytes) -> bool:
     return span is not None and line_kind(line, span[1]) in ("final", "partial")
 
 
-def _failure_text(exc: Exception) -> str:
+def failure_text(exc: Exception) -> str:
     """The error line text for a query whose stream failed (EngineDied and friends)."""
     if isinstance(exc, EngineDied):
         return f"engine died before finishing this query ({exc})"
@@ -136,7 +137,7 @@ class AnalysisResponse(Response):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            events.put_nowait(("died", index, _failure_text(exc)))
+            events.put_nowait(("died", index, failure_text(exc)))
             return
         events.put_nowait(("done", index, None))
 

@@ -22,10 +22,12 @@ from kgserve.apidocs import docs_routes
 from kgserve.auth import TokenAuth, token_from_env
 from kgserve.intake import ServeContext
 from kgserve.limits import Admission
+from kgserve.logredact import install_redactor
 from kgserve.metrics import Metrics
 from kgserve.provenance import read_provenance
 from kgserve.routes import router
 from kgserve.settings import Settings, load_settings
+from kgserve.websocket import websocket_endpoint
 
 __all__ = ["PoolFactory", "create_app", "default_pool_factory"]
 
@@ -82,7 +84,12 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     app.state.metrics = metrics
     app.include_router(router)
     token = token_from_env(settings.server)
+    auth = TokenAuth(token)
+    app.state.auth = auth
     if settings.server.docs:
         app.router.routes.extend(docs_routes(settings, auth=token is not None))
-    app.add_middleware(AccessMiddleware, metrics=metrics, auth=TokenAuth(token))
+    if settings.websocket.enabled:
+        install_redactor()  # uvicorn logs the handshake's query string, which may hold the token
+        app.add_api_websocket_route(settings.websocket.path, websocket_endpoint)
+    app.add_middleware(AccessMiddleware, metrics=metrics, auth=auth)
     return app

@@ -23,10 +23,11 @@ from kgserve.limits import (
     deadline_seconds,
     read_limited,
 )
+from kgserve.priority import UnknownClass, apply_class, parse_class
 from kgserve.protocol import Query, Rejected, classify_line, error_line, split_body
 from kgserve.settings import Settings
 
-__all__ = ["RETRY_AFTER_S", "ServeContext", "handle_analysis"]
+__all__ = ["RETRY_AFTER_S", "ServeContext", "classify_safely", "handle_analysis"]
 
 RETRY_AFTER_S = 1
 log = logging.getLogger("kgserve.intake")
@@ -49,7 +50,7 @@ def _note(request: Request, **values: Any) -> None:
     request.state.log_extra = extra
 
 
-def _classify(line: bytes) -> Query | Rejected:
+def classify_safely(line: bytes) -> Query | Rejected:
     """protocol.classify_line, but a line it cannot handle is refused instead of failing the request."""
     try:
         return classify_line(line)
@@ -65,6 +66,11 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
         deadline_s = deadline_seconds(request.headers.get("x-deadline-ms"), limits)
     except BadRequestHeader as exc:
         return refusal(400, f"kgserve: {exc}")
+    classes = ctx.settings.priority
+    try:
+        klass = parse_class(request.headers.get("x-priority-class"), classes.http_default)
+    except UnknownClass as exc:
+        return refusal(400, f"kgserve: X-Priority-Class: {exc}")
     try:
         body = await read_limited(request.headers.get("content-length"), request.stream(), limits.max_body_bytes)
     except BodyTooLarge as exc:
@@ -85,17 +91,17 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
     rejections: list[bytes] = []
     clamped: list[str] = []
     for line in lines:
-        item = _classify(line)
+        item = classify_safely(line)
         checked = check_query(item, limits) if isinstance(item, Query) else item
         if isinstance(checked, CheckedQuery):
             if checked.silent:
                 continue
-            queries.append(checked.query)
+            queries.append(apply_class(checked.query, klass) if classes.classes else checked.query)
             if checked.clamped:
                 clamped.append(checked.query.caller_id)
         else:
             rejections.append(checked.error_line)
-    _note(request, queries=len(queries), rejected=len(rejections))
+    _note(request, queries=len(queries), rejected=len(rejections), priority_class=klass)
     headers = {"x-visits-clamped": str(limits.max_visits)} if clamped else {}
     if not queries:
         return plain_ndjson(400 if rejections else 200, rejections, headers)

@@ -38,8 +38,7 @@ LineKind = Literal["final", "partial", "error", "warning", "other"]
 
 KNOWN_ACTIONS = ("query_version", "query_models", "clear_cache", "terminate", "terminate_all")
 UNKNOWN_ACTION_ERROR = (
-    "'action' field must be 'query_version' or 'query_models' or 'clear_cache' or 'terminate' or "
-    "'terminate_all'"
+    "'action' field must be 'query_version' or 'query_models' or 'clear_cache' or 'terminate' or 'terminate_all'"
 )
 ANALYSIS_ONLY_ERROR = "kgserve accepts analysis queries only: the '{action}' action is not available over HTTP"
 _WHITESPACE = " \t\r\n\v\f"

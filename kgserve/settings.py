@@ -20,8 +20,10 @@ __all__ = [
     "ConfigError",
     "EngineSettings",
     "LimitsSettings",
+    "PrioritySettings",
     "ServerSettings",
     "Settings",
+    "WebSocketSettings",
     "is_loopback",
     "load_settings",
 ]
@@ -104,6 +106,23 @@ class LimitsSettings(_Strict):
     max_turns_per_query: int = Field(1000, ge=1)
 
 
+class WebSocketSettings(_Strict):
+    """The KataGo-protocol WebSocket endpoint (kgserve.websocket)."""
+
+    enabled: bool = True
+    path: str = Field("/ws", pattern=r"^/[A-Za-z0-9_./-]*$")
+    max_inflight_per_connection: int = Field(64, ge=1)  # over it: an error line per refused query
+    send_buffer_bytes: int = Field(8 << 20, ge=1024)  # a client that lets more pile up is cut off
+
+
+class PrioritySettings(_Strict):
+    """Priority classes (kgserve.priority): interactive queries run before batch ones in KataGo's queue."""
+
+    classes: bool = True  # false: callers' `priority` goes to KataGo unchanged, class requests are ignored
+    http_default: Literal["interactive", "batch"] = "batch"
+    websocket_default: Literal["interactive", "batch"] = "interactive"
+
+
 class ReleaseNetwork(_Strict):
     name: str  # file name under runtime/models/
     url: str
@@ -155,6 +174,8 @@ class Settings(_Strict):
     server: ServerSettings
     engine: EngineSettings
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    websocket: WebSocketSettings = Field(default_factory=WebSocketSettings)
+    priority: PrioritySettings = Field(default_factory=PrioritySettings)
     release: ReleaseSettings | None = None
     cluster: ClusterSettings | None = None
     source: Path | None = Field(None, exclude=True)  # the file these settings came from
