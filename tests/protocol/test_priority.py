@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import get_args
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kgserve.priority import BAND, CLASS_OFFSET, UnknownClass, apply_class, class_priority, parse_class
+from kgserve.priority import BAND, CLASS_OFFSET, PriorityClass, UnknownClass, apply_class, class_priority, parse_class
 from kgserve.protocol import Query, classify_line
 
 KATAGO_LIMIT = 0x3FFFFFFFFFFFFFFF  # KataGo refuses priorities beyond +-(2^62 - 1)
@@ -36,8 +38,8 @@ def test_every_interactive_priority_is_above_every_batch_one(interactive: int, b
 
 @given(st.integers(-BAND, BAND), st.integers(-BAND, BAND))
 def test_a_callers_own_order_is_kept_inside_its_band(a: int, b: int) -> None:
-    for klass in ("interactive", "batch"):
-        assert (class_priority(klass, a) < class_priority(klass, b)) == (a < b)  # type: ignore[arg-type]
+    for klass in get_args(PriorityClass):
+        assert (class_priority(klass, a) < class_priority(klass, b)) == (a < b)
 
 
 def test_apply_class_rewrites_priority_and_priorities() -> None:
