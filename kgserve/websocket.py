@@ -11,7 +11,8 @@
   and `terminate_all` (optional `turnNumbers`) are acknowledged with the request echoed, as KataGo does;
   `query_version` is answered with the engine's version; every other action gets an error line.
 - `maxVisits` over limits.max_visits is clamped, with a warning line naming the cap (KaTrain ponders with
-  maxVisits 10000000).
+  maxVisits 10000000): `{"field":"maxVisits","id":..,"isDuringSearch":true,"noResults":true,"warning":..}`,
+  KataGo's warning shape plus two keys that keep KaTrain from taking it for the final result.
 - Bounds: at most websocket.max_inflight_per_connection queries of a connection in flight (and the
   server-wide limits.max_inflight_queries): a query over either gets an error line, the connection stays
   open. Answers waiting to be sent are bounded by websocket.send_buffer_bytes: a client that stops reading

@@ -191,7 +191,10 @@ class Connection:
         cap = self.limits.max_visits
         message = f"kgserve: maxVisits {query.visits} is over the cap of {cap} (limits.max_visits)"
         message += f"; searching {cap} visits"
-        return dump_compact({"field": "maxVisits", "id": query.caller_id, "warning": message}).encode("utf-8")
+        # KataGo's warning shape, plus isDuringSearch/noResults: a client that dispatches on isDuringSearch
+        # (KaTrain) would otherwise take the warning for the query's final result and stop waiting for it
+        line = {"field": "maxVisits", "id": query.caller_id, "isDuringSearch": True, "noResults": True}
+        return dump_compact({**line, "warning": message}).encode("utf-8")
 
     # -- engine side -------------------------------------------------------------------------------------
     def _start(self, query: Query, stream: Any) -> None:
