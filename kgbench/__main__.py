@@ -19,6 +19,7 @@ import hydra
 from omegaconf import DictConfig
 
 from kgbench.sweep import state
+from kgbench.sweep.job import context_from_hydra, run_job
 
 __all__ = ["CONF_DIR", "hydra_job", "job_function", "main", "rewrite_overrides"]
 
@@ -42,8 +43,6 @@ def rewrite_overrides(args: Sequence[str], groups: set[str] | None = None) -> li
 
 def job_function(cfg: DictConfig) -> float:
     """The plain job function: run one job, never raise, return its req/s (NaN when it failed)."""
-    from kgbench.sweep.job import context_from_hydra, run_job
-
     try:
         outcome = run_job(cfg, context_from_hydra())
     except KeyboardInterrupt:

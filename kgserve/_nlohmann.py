@@ -9,7 +9,7 @@ It is only called on the error path; valid lines never pay for it.
 
 from __future__ import annotations
 
-__all__ = ["nlohmann_error"]
+__all__ = ["nlohmann_error", "nlohmann_int"]
 
 _WS = b" \t\n\r"
 _CONTROL_NAMES = (
@@ -290,3 +290,31 @@ def nlohmann_error(line: bytes) -> str | None:
     except _Fail as failure:
         return failure.message
     return None
+
+
+_INT32_MIN = -(1 << 31)
+
+
+def _to_int32(value: int) -> int:
+    """C++ `static_cast<int>` of a 64-bit integer: keep the low 32 bits, two's complement."""
+    low = value & 0xFFFFFFFF
+    return low - (1 << 32) if low >= 1 << 31 else low
+
+
+def nlohmann_int(value: object) -> int:
+    """What `json.get<int>()` gives for a parsed value in KataGo (nlohmann 3.8 on x86-64).
+
+    Integers nlohmann stores as int64 or uint64 are cast (wrapping: 4294967296 -> 0); bigger ones it
+    stores as a double. Doubles truncate toward zero; out of int range the x86 conversion gives
+    INT_MIN. Booleans give 0 or 1. Anything else raises TypeError (nlohmann's type_error 302).
+    """
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        if -(1 << 63) <= value < 1 << 64:
+            return _to_int32(value)
+        value = float(value)
+    if isinstance(value, float):
+        truncated = int(value)  # JSON has no inf or nan (nlohmann refuses them at parse time)
+        return truncated if _INT32_MIN <= truncated < 1 << 31 else _INT32_MIN
+    raise TypeError(f"type must be number, but is {type(value).__name__}")

@@ -1,28 +1,31 @@
 """The ASGI middleware every request passes: request id, bearer-token check, one log line, metrics.
 
-- `X-Request-ID`: a client's value is kept (printable ASCII, up to 128 characters) and returned; otherwise
-  kgserve makes one. Routes find it in `request.state.request_id`.
+- `X-Request-ID`: a client's value is kept when it is 1 to 128 of `A-Z a-z 0-9 . _ : -` and returned;
+  otherwise kgserve makes one. Routes find it in `request.state.request_id`.
 - Auth (see kgserve.auth): 401 with `WWW-Authenticate: Bearer` before the route runs.
 - One log line per request, at its very end (after the last body byte, or the disconnect):
   `request id=... POST /analysis status=200 outcome=ok latency_ms=... [queries=N] [detail=...]`.
   The route may set `request.state.outcome` (e.g. deadline, disconnect, engine_died) and `.log_extra`;
-  otherwise the outcome follows from the status code.
+  otherwise the outcome follows from the status code. Every client-supplied value in the line (path,
+  method, extras) is percent-encoded outside a safe set, so no client can end the line or forge a field.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 import uuid
 from typing import Any
+from urllib.parse import quote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kgserve.auth import TokenAuth
 from kgserve.metrics import Metrics
 
-__all__ = ["AccessMiddleware", "outcome_for_status"]
+__all__ = ["AccessMiddleware", "log_safe", "outcome_for_status", "request_id"]
 
 log = logging.getLogger("kgserve.access")
 _OUTCOMES = {
@@ -43,15 +46,24 @@ def outcome_for_status(status: int | None) -> str:
     return _OUTCOMES.get(status, "error" if status >= 500 else f"http_{status}")
 
 
-def _request_id(raw: bytes | None) -> str:
-    if raw:
-        try:
-            text = raw.decode("ascii").strip()
-        except UnicodeDecodeError:
-            text = ""
-        if 0 < len(text) <= 128 and text.isprintable():
-            return text
+_SAFE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
+_LOG_SAFE = "/!$&'()*+,;:@-._~"  # kept as they are in a log value; everything else is %XX
+
+
+def request_id(raw: bytes | None) -> str:
+    """The client's X-Request-ID when it is in the safe form, else a fresh one."""
+    if raw is not None and _SAFE_REQUEST_ID.fullmatch(raw):
+        return raw.decode("ascii")
     return uuid.uuid4().hex
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9/!$&'()*+,;:@._~-]*")  # the same set plus letters and digits: quote() is slow
+
+
+def log_safe(value: object) -> str:
+    """A value for a `key=value` log field: no space, no control character, no `=`, nothing non-ASCII."""
+    text = str(value)
+    return text if _PLAIN.fullmatch(text) else quote(text, safe=_LOG_SAFE)
 
 
 class AccessMiddleware:
@@ -66,11 +78,11 @@ class AccessMiddleware:
             return
         started = time.perf_counter()
         headers = {key.lower(): value for key, value in scope.get("headers", [])}
-        request_id = _request_id(headers.get(b"x-request-id"))
+        rid = request_id(headers.get(b"x-request-id"))
         state: dict[str, Any] = scope.setdefault("state", {})
-        state["request_id"] = request_id
+        state["request_id"] = rid
         status: list[int] = []
-        id_header = (b"x-request-id", request_id.encode("ascii"))
+        id_header = (b"x-request-id", rid.encode("ascii"))
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -106,14 +118,14 @@ class AccessMiddleware:
     def _finish(self, scope: Scope, state: dict[str, Any], status: int | None, seconds: float) -> None:
         outcome = state.get("outcome") or outcome_for_status(status)
         path = scope.get("path", "")
-        extra = "".join(f" {key}={value}" for key, value in (state.get("log_extra") or {}).items())
+        extra = "".join(f" {log_safe(key)}={log_safe(value)}" for key, value in (state.get("log_extra") or {}).items())
         log.info(
             "request id=%s %s %s status=%s outcome=%s latency_ms=%.1f%s",
-            state.get("request_id"),
-            scope.get("method"),
-            path,
+            log_safe(state.get("request_id")),
+            log_safe(scope.get("method")),
+            log_safe(path),
             status,
-            outcome,
+            log_safe(outcome),
             seconds * 1000.0,
             extra,
         )

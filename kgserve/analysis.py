@@ -19,7 +19,12 @@ What the client sees (also in the README's HTTP section):
   unfinished query and streams what KataGo answers (its partial final result, or `noResults`). Header
   `X-Deadline-Exceeded: true` when the status line was not yet sent; otherwise each cut query gets a
   line `{"id":"<caller id>","warning":"kgserve: request deadline of N ms exceeded; ..."}` at the end.
-  If the engine does not answer a terminate within TERMINATE_GRACE_S, the query ends with an error line.
+  If the engine does not answer a terminate within limits.terminate_grace_s, the query ends with an error
+  line (so a request ends close to its deadline even when thousands of terminates are queued).
+- Slow client: kgserve never waits on a send. It holds at most server.max_response_buffer_bytes of response
+  for a client that does not read; past that, or when the client takes nothing for server.send_timeout_s,
+  the request's queries are terminated and the connection is dropped (outcome `slow_client`). The
+  in-flight slots go back when the queries are over, whatever the client does.
 - Client disconnect, at any point: `terminate` for every unfinished query of the request, at once.
 - Shutdown: a request still running when server.grace_period_s is over gets 503 (or, after a 200 status
   line, appended lines) `{"error":"kgserve is shutting down: this query was terminated","id":...}`.
@@ -29,22 +34,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 from collections.abc import AsyncIterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from kgserve.context import EngineClient
+from kgserve.engine_errors import EngineDied
+from kgserve.httpguard import abort_connection
 from kgserve.limits import Admission
+from kgserve.outbox import Outbox
 from kgserve.protocol import Query, dump_compact, error_line, line_kind, locate_id
-from kgserve.querystream import EngineDied
 
 __all__ = [
     "NDJSON",
     "TERMINATE_GRACE_S",
     "AnalysisResponse",
-    "PoolLike",
     "failure_text",
     "is_analysis_line",
     "plain_ndjson",
@@ -52,15 +58,7 @@ __all__ = [
 ]
 
 NDJSON = "application/x-ndjson"
-TERMINATE_GRACE_S = 10.0
-
-
-class PoolLike(Protocol):
-    def submit(self, query: Query) -> Any: ...
-
-    def abort(self, stream: Any, turns: list[int] | None = None) -> Any: ...
-
-    def status(self) -> Mapping[str, Any]: ...
+TERMINATE_GRACE_S = 2.0  # the default of limits.terminate_grace_s
 
 
 def is_analysis_line(line: bytes) -> bool:
@@ -69,14 +67,18 @@ def is_analysis_line(line: bytes) -> bool:
 
 
 def failure_text(exc: Exception) -> str:
-    """The error line text for a query whose stream failed (EngineDied and friends)."""
+    """The error line text for a query whose stream failed (EngineDied and friends).
+
+    The engine's stderr lines stay in kgserve's log: they may hold other clients' queries."""
     if isinstance(exc, EngineDied):
-        return f"engine died before finishing this query ({exc})"
-    return f"kgserve: this query failed: {type(exc).__name__}: {exc}"
+        code = exc.exit_code
+        how = "" if code is None else f": killed by signal {-code}" if code < 0 else f": exit status {code}"
+        return f"engine died before finishing this query{how}"
+    return f"kgserve: this query failed: {type(exc).__name__}"
 
 
-class _ClientGone(Exception):
-    pass
+class _SlowClient(Exception):
+    """The client has left more than the response buffer bound untaken."""
 
 
 class AnalysisResponse(Response):
@@ -85,13 +87,16 @@ class AnalysisResponse(Response):
     def __init__(
         self,
         *,
-        pool: PoolLike,
+        pool: EngineClient,
         admission: Admission,
         queries: Sequence[Query],
         rejections: Sequence[bytes],
         deadline_s: float,
         state: Any,
         headers: Mapping[str, str] | None = None,
+        terminate_grace_s: float = TERMINATE_GRACE_S,
+        buffer_limit: int = 1 << 20,
+        send_timeout_s: float = 30.0,
     ) -> None:
         # no super().__init__: that would declare a Content-Length; this body is streamed (chunked)
         self.status_code = 200
@@ -105,28 +110,41 @@ class AnalysisResponse(Response):
         self.rejections = list(rejections)
         self.deadline_s = deadline_s
         self.request_state = state
-        self._send: Send | None = None
+        self.terminate_grace_s = terminate_grace_s
+        self.buffer_limit = buffer_limit
+        self.send_timeout_s = send_timeout_s
+        self._outbox: Outbox | None = None
         self._status: int | None = None
         self._extra_headers: list[tuple[bytes, bytes]] = []
         self._unavailable = False  # no engine could take a query (starting, restarting)
         self._cancelled = False
+        self._released = False
 
-    # -- sending -----------------------------------------------------------------------------------------
-    async def _start(self, status: int) -> None:
-        assert self._send is not None
+    # -- sending: never awaited by the exchange (kgserve.outbox) --------------------------------------------
+    def _start(self, status: int) -> None:
+        assert self._outbox is not None
         self._status = status
-        headers = [*self.raw_headers, *self._extra_headers]
-        try:
-            await self._send({"type": "http.response.start", "status": status, "headers": headers})
-        except OSError as exc:
-            raise _ClientGone from exc
+        self._outbox.put_start(status, [*self.raw_headers, *self._extra_headers])
 
-    async def _body(self, chunk: bytes, more: bool = True) -> None:
-        assert self._send is not None
-        try:
-            await self._send({"type": "http.response.body", "body": chunk, "more_body": more})
-        except OSError as exc:
-            raise _ClientGone from exc
+    def _body(self, chunk: bytes, more: bool = True) -> None:
+        assert self._outbox is not None
+        if not self._outbox.put_body(chunk, more=more):
+            raise _SlowClient
+
+    def _release(self) -> None:
+        """The request's in-flight slots go back once its queries are over, not when its last byte is out."""
+        if not self._released:
+            self._released = True
+            self.admission.release(len(self.queries))
+
+    async def _drained(self, sender: asyncio.Task[None], outbox: Outbox, stall_s: float) -> bool:
+        """Wait for the sender to send everything; False if the client took nothing for `stall_s`."""
+        while not sender.done():
+            before = outbox.sent_messages
+            done, _ = await asyncio.wait({sender}, timeout=stall_s)
+            if not done and outbox.sent_messages == before:
+                return False
+        return not sender.cancelled() and sender.exception() is None
 
     # -- engine side -------------------------------------------------------------------------------------
     @staticmethod
@@ -144,12 +162,8 @@ class AnalysisResponse(Response):
     async def _abort(self, stream: Any) -> None:
         if stream is None:
             return
-        try:
-            result = self.pool.abort(stream)
-            if inspect.isawaitable(result):
-                await result
-        except Exception:  # an engine that is gone has nothing left to abort
-            pass
+        with contextlib.suppress(Exception):  # an engine that is gone has nothing left to abort
+            self.pool.abort(stream)
 
     @staticmethod
     async def _watch_disconnect(receive: Receive, events: asyncio.Queue[tuple[str, int, Any]]) -> None:
@@ -164,19 +178,23 @@ class AnalysisResponse(Response):
             return self.pool.submit(query)
         except Exception as exc:
             self._unavailable = True
-            events.put_nowait(("died", index, f"engine unavailable: kgserve could not submit this query ({exc})"))
+            reason = str(exc).split("; ", 1)[0]  # the pool's reason without the engine's own words (stderr)
+            events.put_nowait(("died", index, f"engine unavailable: kgserve could not submit this query ({reason})"))
             return None
 
     # -- the exchange ------------------------------------------------------------------------------------
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        self._send = send
         loop = asyncio.get_running_loop()
+        # HTTP/1.0 has no chunked encoding: such a client gets the whole response at the end, with a length
+        outbox = self._outbox = Outbox(send, self.buffer_limit, whole=scope.get("http_version") == "1.0")
         events: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue()
+        sender = asyncio.create_task(outbox.run())
+        sender.add_done_callback(lambda _: events.put_nowait(("sent", -1, None)))
         streams: dict[int, Any] = {}
         pending: set[int] = set(range(len(self.queries)))
         tasks: list[asyncio.Task[None]] = []
         buffered: list[bytes] = list(self.rejections)
-        analysis = died = deadline_hit = gone = False
+        analysis = died = deadline_hit = gone = slow = False
         cut: list[int] = []
         cut_notes: list[int] = []  # queries cut after the status line went out: they get a warning line
         timers: list[asyncio.TimerHandle] = []
@@ -191,12 +209,12 @@ class AnalysisResponse(Response):
                 kind, index, payload = await events.get()
                 if kind == "line":
                     if self._status is not None:
-                        await self._body(payload + b"\n")
+                        self._body(payload + b"\n")
                         continue
                     buffered.append(payload)
                     if is_analysis_line(payload):
                         analysis = True
-                        await self._flush(200, buffered)
+                        self._flush(200, buffered)
                 elif kind == "done":
                     pending.discard(index)
                 elif kind == "died" and index in pending:
@@ -205,9 +223,9 @@ class AnalysisResponse(Response):
                     line = error_line(payload, caller_id=self.queries[index].caller_id)
                     if self._status is None:
                         buffered.append(line)
-                        await self._flush(503, buffered)
+                        self._flush(503, buffered)
                     else:
-                        await self._body(line + b"\n")
+                        self._body(line + b"\n")
                 elif kind == "deadline":
                     deadline_hit = True
                     cut = sorted(pending)
@@ -218,28 +236,37 @@ class AnalysisResponse(Response):
                         cut_notes = cut
                     for pending_index in cut:
                         await self._abort(streams.get(pending_index))
-                    timers.append(loop.call_later(TERMINATE_GRACE_S, events.put_nowait, ("stuck", -1, None)))
+                    timers.append(loop.call_later(self.terminate_grace_s, events.put_nowait, ("stuck", -1, None)))
                 elif kind == "stuck":
                     for stuck_index in sorted(pending):
-                        message = f"kgserve: the engine did not answer terminate within {TERMINATE_GRACE_S}s"
+                        message = f"kgserve: the engine did not answer terminate within {self.terminate_grace_s:g}s"
                         events.put_nowait(("died", stuck_index, message))
-                elif kind == "disconnect":
+                elif kind in ("disconnect", "sent"):  # "sent" before the end: the send itself failed
                     gone = True
                     break
+            self._release()
             if not gone:
                 if self._status is None:
-                    await self._flush(200 if analysis else 503 if died else 400, buffered)
+                    self._flush(200 if analysis else 503 if died else 400, buffered)
                 elif cut_notes:
-                    await self._deadline_notes(cut_notes)
-                await self._body(b"", more=False)
-        except _ClientGone:
-            gone = True
+                    self._deadline_notes(cut_notes)
+                self._body(b"", more=False)
+                gone = not await self._drained(sender, outbox, self.send_timeout_s)
+                slow = gone
+        except _SlowClient:
+            slow = gone = True
         except asyncio.CancelledError:
             # uvicorn cancels what outlives the shutdown grace period; it would answer a 500 for a response
             # not yet started, so end the response here (503 + a line per unfinished query) and let the
             # task finish: the cancellation has done its job.
             self._cancelled = True
-            await self._shutdown_reply(sorted(pending), buffered)
+            self._shutdown_reply(sorted(pending), buffered)
+            # the event loop is going away: no waiting for the client here. A client that reads takes the
+            # reply at once (the sender writes it within a few loop turns); one that does not is reset.
+            with contextlib.suppress(asyncio.CancelledError):
+                for _ in range(3):
+                    await asyncio.sleep(0)
+            slow = not outbox.finished
         finally:
             for timer in timers:
                 timer.cancel()
@@ -248,41 +275,47 @@ class AnalysisResponse(Response):
                 await self._abort(streams.get(index))
             for task in tasks:
                 task.cancel()
-            self.admission.release(len(self.queries))
-            self._record(gone=gone, died=died, deadline_hit=deadline_hit, analysis=analysis)
+            self._release()
+            if slow:  # drop the client now: a close would wait for it to read what is buffered
+                abort_connection(scope)
+            sender.cancel()
+            self._record(gone=gone, slow=slow, died=died, deadline_hit=deadline_hit, analysis=analysis)
 
-    async def _flush(self, status: int, buffered: list[bytes]) -> None:
+    def _flush(self, status: int, buffered: list[bytes]) -> None:
         if status == 503:
             self._extra_headers.append((b"retry-after", b"1"))
-        await self._start(status)
+        self._start(status)
         if buffered:
-            await self._body(b"".join(line + b"\n" for line in buffered))
+            self._body(b"".join(line + b"\n" for line in buffered))
             buffered.clear()
 
-    async def _shutdown_reply(self, unfinished: list[int], buffered: list[bytes]) -> None:
+    def _shutdown_reply(self, unfinished: list[int], buffered: list[bytes]) -> None:
         lines = [
             error_line("kgserve is shutting down: this query was terminated", caller_id=self.queries[index].caller_id)
             for index in unfinished
         ]
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(_SlowClient):
             if self._status is None:
-                await self._flush(503, [*buffered, *lines])
+                self._flush(503, [*buffered, *lines])
             else:
-                await self._body(b"".join(line + b"\n" for line in lines))
-            await self._body(b"", more=False)
+                self._body(b"".join(line + b"\n" for line in lines))
+        with contextlib.suppress(_SlowClient):
+            self._body(b"", more=False)
 
-    async def _deadline_notes(self, cut: list[int]) -> None:
+    def _deadline_notes(self, cut: list[int]) -> None:
         millis = round(self.deadline_s * 1000)
         for index in cut:
             note = {
                 "id": self.queries[index].caller_id,
                 "warning": f"kgserve: request deadline of {millis} ms exceeded; this query was terminated",
             }
-            await self._body(dump_compact(note).encode("utf-8") + b"\n")
+            self._body(dump_compact(note).encode("utf-8") + b"\n")
 
-    def _record(self, *, gone: bool, died: bool, deadline_hit: bool, analysis: bool) -> None:
+    def _record(self, *, gone: bool, slow: bool, died: bool, deadline_hit: bool, analysis: bool) -> None:
         if self._cancelled:
             outcome = "cancelled"
+        elif slow:
+            outcome = "slow_client"
         elif gone:
             outcome = "disconnect"
         elif died:

@@ -8,22 +8,20 @@ serving if they fail) and closes it at shutdown (terminate_all, stdin closed, wa
 
 from __future__ import annotations
 
-import inspect
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import FastAPI
 
 from kgserve.access import AccessMiddleware
-from kgserve.analysis import PoolLike
 from kgserve.apidocs import docs_routes
 from kgserve.auth import TokenAuth, token_from_env
-from kgserve.intake import ServeContext
+from kgserve.context import EngineClient, ServeContext
 from kgserve.limits import Admission
 from kgserve.logredact import install_redactor
 from kgserve.metrics import Metrics
+from kgserve.pool import EnginePool, cfg_max_visits
 from kgserve.provenance import read_provenance
 from kgserve.routes import router
 from kgserve.settings import Settings, load_settings
@@ -32,18 +30,11 @@ from kgserve.websocket import websocket_endpoint
 __all__ = ["PoolFactory", "create_app", "default_pool_factory"]
 
 log = logging.getLogger("kgserve")
-PoolFactory = Callable[[Settings], PoolLike]
+PoolFactory = Callable[[Settings], EngineClient]
 
 
-def default_pool_factory(settings: Settings) -> PoolLike:
-    from kgserve.pool import EnginePool  # the engine side; imported only when an app starts
-
-    pool: PoolLike = EnginePool(settings)
-    return pool
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
+def default_pool_factory(settings: Settings) -> EngineClient:
+    return EnginePool(settings)
 
 
 def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | None = None) -> FastAPI:
@@ -51,7 +42,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     works too). `pool_factory` replaces the engine pool (tests)."""
     settings = settings if settings is not None else load_settings()
     admission = Admission(settings.limits.max_inflight_queries)
-    ctx = ServeContext(settings=settings, admission=admission)
+    ctx = ServeContext(settings=settings, admission=admission, cfg_visits=cfg_max_visits(settings.engine.cfg))
     metrics = Metrics(
         status=lambda: ctx.pool.status() if ctx.pool is not None else None,
         inflight=lambda: admission.inflight,
@@ -68,24 +59,24 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
                 log.warning("%s", warning)
         ctx.provenance = provenance.as_dict() if provenance is not None else None
         pool = factory(settings)
-        start = getattr(pool, "start", None)
-        if start is not None:
-            await _maybe_await(start())
+        await pool.start()
         ctx.pool = pool
         try:
             yield
         finally:
             log.info("closing the engine pool (grace %.1fs)", settings.server.grace_period_s)
-            await _maybe_await(pool.close(settings.server.grace_period_s))  # type: ignore[attr-defined]
+            await pool.close(settings.server.grace_period_s)
             log.info("engine pool closed")
 
     app = FastAPI(title="kgserve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
-    app.state.kgserve = ctx
-    app.state.metrics = metrics
-    app.include_router(router)
+    # no redirect from /analysis/ to /analysis: Starlette builds the Location from the client's Host header
+    app.router.redirect_slashes = False
     token = token_from_env(settings.server)
     auth = TokenAuth(token)
+    app.state.kgserve = ctx
+    app.state.metrics = metrics
     app.state.auth = auth
+    app.include_router(router)
     if settings.server.docs:
         app.router.routes.extend(docs_routes(settings, auth=token is not None))
     if settings.websocket.enabled:

@@ -13,21 +13,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import logging
 import math
-import os
-import shutil
 import signal
 import socket
 import sys
 from pathlib import Path
+from typing import Any
 
 import uvicorn
 
+from kgserve.httpguard import ConnectionLimits, guarded_protocol
+from kgserve.preflight import startup_problems
 from kgserve.settings import ConfigError, Settings, load_settings
 
-__all__ = ["bind_socket", "main", "startup_problems"]
+__all__ = ["bind_socket", "main", "uvicorn_config"]
 
 log = logging.getLogger("kgserve")
 EXIT_STARTUP = 2
@@ -40,33 +40,6 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=None, help="port (0: pick a free one)")
     parser.add_argument("--host", default=None, help="address to bind (default: server.host, 127.0.0.1)")
     return parser
-
-
-def startup_problems(settings: Settings) -> list[str]:
-    """One sentence per missing file the engine needs, naming the path and its config key."""
-    engine = settings.engine
-    backend = engine.backend
-    source = f" in {settings.source}" if settings.source else ""
-    problems: list[str] = []
-    argv = engine.argv_prefix(backend)
-    program = argv[0]
-    command_key = f"engine.backends.{backend}.command"
-    if "/" in program:
-        if not Path(program).is_file():
-            problems.append(f"the engine binary {program} does not exist (config key {command_key}{source})")
-        elif not os.access(program, os.X_OK):
-            problems.append(f"the engine binary {program} is not executable (config key {command_key}{source})")
-    elif shutil.which(program) is None:
-        problems.append(f"the engine program {program!r} is not on PATH (config key {command_key}{source})")
-    if argv[1:3] == ["-m", "kgserve.sim"] and importlib.util.find_spec("kgserve.sim") is None:
-        problems.append(f"the simulated engine module kgserve.sim is not installed (config key {command_key}{source})")
-    model = engine.model_for(backend)
-    model_key = f"engine.backends.{backend}.model" if engine.backend_settings(backend).model else "engine.model"
-    if not model.is_file():
-        problems.append(f"the model file {model} does not exist (config key {model_key}{source})")
-    if not engine.cfg.is_file():
-        problems.append(f"the KataGo analysis cfg {engine.cfg} does not exist (config key engine.cfg{source})")
-    return problems
 
 
 def _problem_paragraph(settings: Settings, problems: list[str]) -> str:
@@ -110,17 +83,24 @@ class _Server(uvicorn.Server):
             log.info("kgserve listening on http://%s:%d", self.url_host, sockets[0].getsockname()[1])
 
 
-async def _serve(settings: Settings, sock: socket.socket) -> None:
-    from kgserve.app import create_app
-
-    config = uvicorn.Config(
-        create_app(settings),
+def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
+    """uvicorn's config for kgserve: the guarded protocol (kgserve.httpguard) and server.* timeouts."""
+    server = settings.server
+    return uvicorn.Config(
+        app,
+        http=guarded_protocol(ConnectionLimits.from_settings(server)),
         log_config=None,
         access_log=False,
         lifespan="on",
-        timeout_graceful_shutdown=max(1, math.ceil(settings.server.grace_period_s)),
-        timeout_keep_alive=30,
+        timeout_graceful_shutdown=max(1, math.ceil(server.grace_period_s)),
+        timeout_keep_alive=server.keep_alive_timeout_s,  # type: ignore[arg-type]  # uvicorn takes a float fine
     )
+
+
+async def _serve(settings: Settings, sock: socket.socket) -> None:
+    from kgserve.app import create_app
+
+    config = uvicorn_config(create_app(settings), settings)
     server = _Server(config, url_host=_url_host(settings.server.host))
     await server.serve(sockets=[sock])
 

@@ -6,8 +6,9 @@ No web framework here: kgserve's HTTP layer and kgbench's `transport=direct` bot
   with 32 MiB stream limits, waits for `Started, ready to begin handling requests` on stderr, then
   asks `query_version` and `query_models` (internal actions; clients never send actions). A child
   that exits or stays silent past `startup_timeout_s` raises `EngineStartupError` with its exit code
-  and last stderr lines. Every stderr line is logged as `engine[i] stderr: <line>` (logger
-  "kgserve.engine") and the last `stderr_tail_lines` are kept.
+  and last stderr lines. Every stderr line goes to `spec.stderr_sink(label, line)` when one is given
+  (kgbench keeps the engines' stderr in a job file), else to the log as `engine[i] stderr: <line>`;
+  the last `stderr_tail_lines` are kept either way.
 - The child cannot outlive kgserve: own process group, parent-death signal SIGKILL (kgserve.procutil).
 - `submit(query) -> QueryStream`: the query goes to the engine under a fresh internal id; the stream
   yields the engine's lines for it (without the newline) with the caller's id restored byte for byte.
@@ -32,26 +33,17 @@ import logging
 import signal
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from kgserve.engine_errors import AbortTimeout, EngineDied, EngineError, EngineStartupError
 from kgserve.procutil import child_preexec, signal_group
 from kgserve.protocol import Query, encode_query, line_kind, locate_id, restore_id
-from kgserve.querystream import AbortTimeout, EngineDied, EngineError, EngineStartupError, QueryStream
+from kgserve.querystream import QueryStream
 
-__all__ = [
-    "READY_TEXT",
-    "AbortTimeout",
-    "Engine",
-    "EngineDied",
-    "EngineError",
-    "EngineSpec",
-    "EngineStartupError",
-    "EngineState",
-    "QueryStream",
-]
+__all__ = ["READY_TEXT", "Engine", "EngineSpec", "EngineState"]
 
 log = logging.getLogger("kgserve.engine")
 READY_TEXT = "Started, ready to begin handling requests"
@@ -71,6 +63,7 @@ class EngineSpec:
     default_visits: int = 500  # cost of a query without an integer maxVisits (the cfg's maxVisits)
     abort_timeout_s: float = 15.0
     action_timeout_s: float = 30.0
+    stderr_sink: Callable[[str, str], None] | None = None  # (label, line) for each stderr line, instead of the log
 
 
 class Engine:
@@ -204,6 +197,24 @@ class Engine:
                 log.warning("%s: still running after SIGTERM: SIGKILL", self.label)
                 await self._kill()
         return self.returncode
+
+    async def probe(self, timeout_s: float) -> bool:
+        """Liveness: does the engine answer an internal query_version within timeout_s?
+
+        A frozen engine (SIGSTOP, a wedged GPU) still has its process, so only an answer tells."""
+        if self.state != "ready" or self._exited.is_set():
+            return False
+        future = self._send_action("query_version", wait=True)
+        assert future is not None
+        try:
+            await asyncio.wait_for(future, timeout_s)
+        except (TimeoutError, EngineDied):
+            return False
+        return True
+
+    async def kill(self) -> None:
+        """SIGKILL the engine's process group and wait until every stream is settled (EngineDied)."""
+        await self._kill()
 
     async def _wait_exit(self, seconds: float) -> bool:
         with contextlib.suppress(TimeoutError):
@@ -347,7 +358,10 @@ class Engine:
                 return
             text = raw.decode("utf-8", "replace").rstrip("\r\n")
             self.stderr_tail.append(text)
-            log.info("%s stderr: %s", self.label, text)
+            if self.spec.stderr_sink is not None:
+                self.spec.stderr_sink(self.label, text)
+            else:
+                log.info("%s stderr: %s", self.label, text)
             if not self._ready.is_set() and READY_TEXT in text:
                 self._ready.set()
 

@@ -7,15 +7,14 @@ kgserve.analysis for what the client gets).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 from typing import Any
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from kgserve.analysis import AnalysisResponse, PoolLike, plain_ndjson, refusal
+from kgserve.analysis import AnalysisResponse, plain_ndjson, refusal
+from kgserve.context import ServeContext
 from kgserve.limits import (
-    Admission,
     BadRequestHeader,
     BodyTooLarge,
     CheckedQuery,
@@ -25,23 +24,11 @@ from kgserve.limits import (
 )
 from kgserve.priority import UnknownClass, apply_class, parse_class
 from kgserve.protocol import Query, Rejected, classify_line, error_line, split_body
-from kgserve.settings import Settings
 
-__all__ = ["RETRY_AFTER_S", "ServeContext", "classify_safely", "handle_analysis"]
+__all__ = ["RETRY_AFTER_S", "classify_safely", "handle_analysis"]
 
 RETRY_AFTER_S = 1
 log = logging.getLogger("kgserve.intake")
-
-
-@dataclass
-class ServeContext:
-    """What the routes share, kept on `app.state.kgserve` (one per app, no module globals)."""
-
-    settings: Settings
-    admission: Admission
-    pool: PoolLike | None = None
-    provenance: dict[str, Any] | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _note(request: Request, **values: Any) -> None:
@@ -76,7 +63,9 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
     except BodyTooLarge as exc:
         return refusal(413, f"kgserve: {exc} (limits.max_body_bytes)")
     except ClientDisconnect:
-        request.state.outcome = "disconnect"  # gone before its body arrived: nothing to answer
+        # gone before its body arrived (or cut by server.body_timeout_s, kgserve.httpguard): nothing to answer
+        timed_out = getattr(request.state, "kgserve_timeout", None) == "body"
+        request.state.outcome = "body_timeout" if timed_out else "disconnect"
         return Response(status_code=400)
     lines = split_body(body)
     if not lines:
@@ -92,7 +81,7 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
     clamped: list[str] = []
     for line in lines:
         item = classify_safely(line)
-        checked = check_query(item, limits) if isinstance(item, Query) else item
+        checked = check_query(item, limits, ctx.cfg_visits) if isinstance(item, Query) else item
         if isinstance(checked, CheckedQuery):
             if checked.silent:
                 continue
@@ -122,4 +111,7 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
         deadline_s=deadline_s,
         state=request.state,
         headers=headers,
+        terminate_grace_s=limits.terminate_grace_s,
+        buffer_limit=ctx.settings.server.max_response_buffer_bytes,
+        send_timeout_s=ctx.settings.server.send_timeout_s,
     )

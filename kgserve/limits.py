@@ -5,8 +5,10 @@ Everything here is decided before a query reaches the engine, and is visible to 
 - body over `limits.max_body_bytes` -> 413 (checked on Content-Length first, then while reading);
 - more than `limits.max_queries_per_request` request lines -> 413;
 - over `limits.max_inflight_queries` queries in flight -> 429 with Retry-After, at once (nothing queues);
-- `maxVisits` over `limits.max_visits` -> an error line for that query naming the cap (`reject`), or the
-  query runs with `maxVisits` = the cap and the response carries `X-Visits-Clamped` (`clamp`);
+- a search over `limits.max_visits` visits -> an error line for that query naming the cap (`reject`), or the
+  query runs with `maxVisits` = the cap and the response carries `X-Visits-Clamped` (`clamp`). The visits
+  counted are the ones KataGo will search with: the query's `maxVisits`, else an `overrideSettings`
+  `maxVisits` (an empty string there removes the bound: unbounded), else the cfg's `maxVisits`;
 - `analyzeTurns` longer than `limits.max_turns_per_query` -> an error line for that query;
 - `analyzeTurns: []`: KataGo analyses no turn and writes no line at all for such a query, so nothing could
   tell when it is finished: kgserve does not send it and it contributes no line to the response (so a
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable
 from dataclasses import dataclass, replace
 
-from kgserve.protocol import Query, Rejected, error_line
+from kgserve.protocol import VISITS_UNBOUNDED, Query, Rejected, error_line
 from kgserve.settings import LimitsSettings
 
 __all__ = [
@@ -84,8 +86,17 @@ class CheckedQuery:
     silent: bool = False  # KataGo writes nothing at all for it (`analyzeTurns: []`): not sent to the engine
 
 
-def check_query(query: Query, limits: LimitsSettings) -> CheckedQuery | Rejected:
-    """Apply the per-query caps: an error line naming the cap, or the (possibly clamped) query."""
+def search_visits(query: Query, cfg_visits: int | None) -> int:
+    """The visits KataGo will search this query with: its own bound, else the cfg's (none: unbounded)."""
+    if query.visits is not None:
+        return query.visits
+    return cfg_visits if cfg_visits is not None else VISITS_UNBOUNDED
+
+
+def check_query(query: Query, limits: LimitsSettings, cfg_visits: int | None) -> CheckedQuery | Rejected:
+    """Apply the per-query caps: an error line naming the cap, or the (possibly clamped) query.
+
+    `cfg_visits` is the served cfg's `maxVisits` (None: the cfg sets none, so KataGo searches unbounded)."""
     turns = query.body.get("analyzeTurns")
     if isinstance(turns, list) and not turns:
         return CheckedQuery(query, silent=True)
@@ -95,14 +106,26 @@ def check_query(query: Query, limits: LimitsSettings) -> CheckedQuery | Rejected
             f"{limits.max_turns_per_query} (limits.max_turns_per_query)"
         )
         return Rejected(error_line(message, caller_id=query.caller_id, field="analyzeTurns"), query.caller_id)
-    if query.visits is not None and query.visits > limits.max_visits:
+    visits = search_visits(query, cfg_visits)
+    if visits > limits.max_visits:
         if limits.visits_over_cap == "reject":
-            message = f"kgserve: maxVisits {query.visits} is over the cap of {limits.max_visits} (limits.max_visits)"
+            message = (
+                f"kgserve: {_visits_source(query)} {visits} is over the cap of {limits.max_visits} (limits.max_visits)"
+            )
             return Rejected(error_line(message, caller_id=query.caller_id, field="maxVisits"), query.caller_id)
+        # a top-level maxVisits overrides overrideSettings and the cfg in KataGo
         body = dict(query.body)
         body["maxVisits"] = limits.max_visits
         return CheckedQuery(replace(query, body=body, visits=limits.max_visits), clamped=True)
     return CheckedQuery(query)
+
+
+def _visits_source(query: Query) -> str:
+    if type(query.body.get("maxVisits")) is int:
+        return "maxVisits"
+    if query.visits is not None:
+        return "overrideSettings maxVisits"
+    return "the cfg's maxVisits (the query sets none)"
 
 
 def deadline_seconds(header: str | None, limits: LimitsSettings) -> float:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kgserve import __version__
+from kgserve.httpguard import body_timeout_text
 from kgserve.protocol import error_line
 from kgserve.settings import PROJECT_ROOT, Settings
 
@@ -60,6 +61,7 @@ def _lines_response(description: str, examples: dict[str, Any], headers: dict[st
 
 def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
     limits = settings.limits
+    server = settings.server
     request_id = _header("the request's id (the client's X-Request-ID, or one kgserve made)", {"type": "string"})
     retry = {"X-Request-ID": request_id, "Retry-After": _header("seconds to wait", {"type": "integer"})}
     clamped = _header(
@@ -89,7 +91,13 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
             f"queries per request, {limits.max_inflight_queries} queries in flight, maxVisits up to "
             f"{limits.max_visits} ({limits.visits_over_cap} above), analyzeTurns up to {limits.max_turns_per_query} "
             f"entries, a deadline of {limits.deadline_s:g} s. On the deadline (or a client disconnect) kgserve "
-            "sends `terminate` for every unfinished query and returns what KataGo answers."
+            "sends `terminate` for every unfinished query and returns what KataGo answers, waiting at most "
+            f"{limits.terminate_grace_s:g} s for it. Connection limits (docs/http-limits.md): request line and "
+            f"headers up to {server.max_header_bytes} bytes (else 400 and close); headers complete within "
+            f"{server.header_timeout_s:g} s and the body within {server.body_timeout_s:g} s of them (else 408 and "
+            f"close); a client that reads nothing for {server.send_timeout_s:g} s, or leaves more than "
+            f"{server.max_response_buffer_bytes} bytes of its response unread, is dropped and its queries "
+            "terminated. An HTTP/1.0 client gets the whole response at the end, with a Content-Length."
         ),
         "operationId": "analysis",
         "parameters": [
@@ -102,8 +110,8 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
             {
                 "name": "X-Request-ID",
                 "in": "header",
-                "description": "kept and returned (printable ASCII, up to 128 characters); kgserve makes one otherwise",
-                "schema": {"type": "string", "maxLength": 128},
+                "description": "kept and returned when it is 1-128 of A-Z a-z 0-9 . _ : -; kgserve makes one otherwise",
+                "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
             },
         ],
         "requestBody": {
@@ -136,6 +144,11 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
                 "content": {
                     "application/json": {"schema": {"$ref": "#/components/schemas/Error"}, "example": UNAUTHORIZED}
                 },
+            },
+            "408": {
+                "description": "the body was not complete server.body_timeout_s after the headers (or the headers "
+                "server.header_timeout_s after the first byte); the connection is closed",
+                "content": {"text/plain": {"schema": {"type": "string"}, "example": body_timeout_text(server)}},
             },
             "413": _lines_response(
                 "the body is over limits.max_body_bytes, or has more lines than limits.max_queries_per_request",
@@ -276,7 +289,12 @@ def build_openapi(settings: Settings, *, auth: bool = False, sample_root: Path =
                     "Readiness: what is served (backend, model, cfg and its provenance, simulated or not)",
                     {
                         "200": ("enough engines are ready", readiness, ready_example),
-                        "503": ("not ready, with the reason and each engine's last stderr lines", readiness, not_ready),
+                        "503": (
+                            "not ready, with the reason and each engine's last stderr lines (those only for a caller "
+                            "with the bearer token when one is configured)",
+                            readiness,
+                            not_ready,
+                        ),
                     },
                 )
             },

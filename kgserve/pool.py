@@ -22,29 +22,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from kgserve.engine import Engine, EngineError, EngineSpec, EngineStartupError, QueryStream
+from kgserve.engine import Engine, EngineSpec
+from kgserve.engine_errors import EngineStartupError, NoEngineReady
+from kgserve.katago_cfg import CfgParseError, read_cfg
 from kgserve.protocol import Query
+from kgserve.querystream import QueryStream
 from kgserve.settings import Settings
 
-__all__ = ["EnginePool", "NoEngineReady", "cfg_max_visits", "engine_argv"]
+__all__ = ["EnginePool", "cfg_max_visits", "engine_argv"]
 
 log = logging.getLogger("kgserve.engine")
 HEALTHY_RUN_S = 60.0  # an engine that ran this long before dying restarts with the initial backoff
 FALLBACK_VISITS = 500
-
-
-class NoEngineReady(EngineError):
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
 
 
 def engine_argv(settings: Settings, backend: str | None = None) -> list[str]:
@@ -56,13 +52,9 @@ def engine_argv(settings: Settings, backend: str | None = None) -> list[str]:
 def cfg_max_visits(cfg: Path) -> int | None:
     """The `maxVisits` of a KataGo cfg (what a query without maxVisits costs), if the file says."""
     try:
-        text = cfg.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return int(read_cfg(cfg)["maxVisits"])
+    except (OSError, CfgParseError, KeyError, ValueError):  # unreadable, no maxVisits, or not a number
         return None
-    found = None
-    for match in re.finditer(r"^\s*maxVisits\s*=\s*(\d+)\s*(?:#.*)?$", text, re.MULTILINE):
-        found = int(match.group(1))
-    return found
 
 
 @dataclass
@@ -87,10 +79,12 @@ class EnginePool:
         *,
         env: Mapping[str, str] | None = None,
         spec_overrides: Mapping[str, Any] | None = None,
+        stderr_sink: Callable[[str, str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.backend = backend or settings.engine.backend
         self.env = env
+        self.stderr_sink = stderr_sink  # every engine's stderr lines (label, line), instead of the log
         self.spec_overrides = dict(spec_overrides or {})
         self.argv = engine_argv(settings, self.backend)
         self.default_visits = cfg_max_visits(settings.engine.cfg) or FALLBACK_VISITS
@@ -113,6 +107,7 @@ class EnginePool:
             "label": f"engine[{index}]",
             "stderr_tail_lines": engine.stderr_tail_lines,
             "default_visits": self.default_visits,
+            "stderr_sink": self.stderr_sink,
         }
         values.update(self.spec_overrides)
         return EngineSpec(**values)
@@ -185,12 +180,12 @@ class EnginePool:
                 self.katago_git_hash = engine.git_hash
                 self._changed()
                 began = time.monotonic()
-                await engine.wait()
+                frozen = await self._watch_liveness(slot, engine)
                 if self._closing:
                     break
                 if time.monotonic() - began >= max(HEALTHY_RUN_S, self.settings.engine.restart_backoff_max_s):
                     backoff = initial
-                how = f"exited with status {engine.returncode}"
+                how = frozen or f"exited with status {engine.returncode}"
                 self._retire(slot, engine, f"{engine.label} {how}", list(engine.stderr_tail))
                 slot.state = "restarting"
                 log.warning("%s %s; restarting in %.1fs", engine.label, how, backoff)
@@ -201,6 +196,32 @@ class EnginePool:
             slot.state = "restarting"
         slot.state = "stopped"
         self._changed()
+
+    async def _watch_liveness(self, slot: _Slot, engine: Engine) -> str | None:
+        """Wait for the engine to exit; every engine.liveness_interval_s ask it query_version, and kill it
+        if it does not answer within engine.liveness_timeout_s (the supervisor then restarts it).
+        Returns why it was killed, or None when it exited by itself."""
+        interval = self.settings.engine.liveness_interval_s
+        timeout = self.settings.engine.liveness_timeout_s
+        while not engine.exited:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(engine.wait(), interval)
+            if engine.exited or self._closing:
+                break
+            if not await engine.probe(timeout):
+                if engine.exited or self._closing:
+                    break
+                log.warning(
+                    "%s did not answer query_version within %gs (frozen?): killing it (engine.liveness_timeout_s)",
+                    engine.label,
+                    timeout,
+                )
+                slot.state = "restarting"  # not ready from now on: no new query goes to it
+                self._changed()
+                await engine.kill()
+                return f"did not answer query_version within {timeout:g}s and was killed"
+        await engine.wait()
+        return None
 
     def _retire(self, slot: _Slot, engine: Engine, error: str, tail: list[str]) -> None:
         slot.last_error = error

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kgserve._nlohmann import nlohmann_error
+from kgserve._nlohmann import nlohmann_error, nlohmann_int
 
 __all__ = [
     "ANALYSIS_ONLY_ERROR",
@@ -30,8 +31,11 @@ __all__ = [
     "line_kind",
     "locate_id",
     "nlohmann_parse_error",
+    "override_visits",
+    "query_visits",
     "restore_id",
     "split_body",
+    "strip_bom",
 ]
 
 LineKind = Literal["final", "partial", "error", "warning", "other"]
@@ -42,6 +46,8 @@ UNKNOWN_ACTION_ERROR = (
 )
 ANALYSIS_ONLY_ERROR = "kgserve accepts analysis queries only: the '{action}' action is not available over HTTP"
 _WHITESPACE = " \t\r\n\v\f"
+UTF8_BOM = b"\xef\xbb\xbf"
+VISITS_UNBOUNDED = 1 << 50  # KataGo's own bound on maxVisits, and what a search gets with none at all
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +55,7 @@ class Query:
     caller_id: str
     body: dict[str, Any]
     expected_finals: int  # one isDuringSearch:false line per distinct analysed turn
-    visits: int | None  # maxVisits when given as an integer
+    visits: int | None  # the search's visit bound as KataGo will read it (kgserve.protocol.query_visits)
 
     @property
     def caller_id_json(self) -> bytes:
@@ -84,14 +90,20 @@ def nlohmann_parse_error(line: str | bytes) -> str:
     return f"{reason} - could not parse input line as json request: {text}"
 
 
+def strip_bom(line: bytes) -> bytes:
+    """The line without one leading UTF-8 byte order mark: nlohmann skips it at the start of a parse."""
+    return line[3:] if line.startswith(UTF8_BOM) else line
+
+
 def split_body(body: bytes) -> list[bytes]:
     """Request lines of an HTTP body: one JSON document (possibly pretty-printed) or JSON lines."""
     stripped = body.strip()
     if not stripped:
         return []
-    if b"\n" in stripped and stripped[:1] in (b"{", b"["):
+    document_text = strip_bom(stripped)
+    if b"\n" in stripped and document_text[:1] in (b"{", b"["):
         try:
-            document = json.loads(stripped)
+            document = json.loads(document_text)
         except (ValueError, RecursionError):
             document = None
         if isinstance(document, dict):
@@ -111,16 +123,53 @@ def _parse_float(text: str) -> float:
 
 
 def _distinct_turns(value: Any) -> int:
-    if isinstance(value, list) and value and all(type(turn) is int for turn in value):
-        return len(set(value))
-    return 1  # KataGo answers anything else with one error line or analyses the last turn only
+    """How many final lines KataGo writes for this `analyzeTurns`: one per distinct turn after its own
+    int conversion (`get<vector<int>>`: floats truncate, booleans count, big values wrap). Anything it
+    cannot convert, and any invalid turn, gets one error line instead, which also ends the query."""
+    if not isinstance(value, list) or not value:
+        return 1
+    try:
+        return len({nlohmann_int(turn) for turn in value})
+    except TypeError:
+        return 1
+
+
+def override_visits(settings: Any) -> int | None:
+    """The maxVisits an `overrideSettings` object sets, read as KataGo's ConfigParser reads it.
+
+    KataGo turns every value into a string (`dump()` for non-strings), an empty string deletes the key
+    (so the search has no visit bound at all), and the int parse is `istringstream >> int64_t` with
+    nothing left over. A value it cannot parse makes KataGo answer an error: None (nothing runs)."""
+    if not isinstance(settings, dict) or "maxVisits" not in settings:
+        return None
+    raw = settings["maxVisits"]
+    text = raw if isinstance(raw, str) else dump_compact(raw)
+    if text == "":
+        return VISITS_UNBOUNDED
+    match = re.fullmatch(r"[ \t\r\n\v\f]*([+-]?[0-9]+)[ \t\r\n\v\f]*", text)
+    if match is None or not 1 <= int(match.group(1)) <= VISITS_UNBOUNDED:
+        return None  # KataGo: "Could not set settings" (an error line, no search)
+    return int(match.group(1))
+
+
+def query_visits(body: dict[str, Any]) -> int | None:
+    """The visit bound KataGo will search this query with, when the query sets one itself.
+
+    A top-level integer `maxVisits` wins (KataGo applies it after `overrideSettings`); otherwise the
+    `overrideSettings` value; None when the query leaves it to the cfg."""
+    visits = body.get("maxVisits")
+    if type(visits) is int:
+        return visits
+    if "maxVisits" in body:
+        return None  # not an integer: KataGo answers an error line, nothing is searched
+    return override_visits(body.get("overrideSettings"))
 
 
 def classify_line(line: bytes) -> Query | Rejected:
     """Classify one request line the way KataGo's request loop does, before any engine sees it."""
     line = line.strip(_WHITESPACE.encode())
     try:
-        text = line.decode("utf-8")
+        text = strip_bom(line).decode("utf-8")
         value = json.loads(text, parse_constant=_reject_non_finite, parse_float=_parse_float)
         # lone surrogates (from \\ud800 escapes) are valid for Python but not for nlohmann
         dump_compact(value).encode("utf-8")
@@ -133,18 +182,17 @@ def classify_line(line: bytes) -> Query | Rejected:
     caller_id = value.get("id")
     if not isinstance(caller_id, str):
         return Rejected(error_line('Request must have a string "id" field'))
-    if "action" in value:
-        action = value["action"]
-        if isinstance(action, str) and action in KNOWN_ACTIONS:
+    action = value.get("action")
+    if isinstance(action, str):  # KataGo treats a line as an action only when `action` is a string
+        if action in KNOWN_ACTIONS:
             message = ANALYSIS_ONLY_ERROR.format(action=action)
             return Rejected(error_line(message, caller_id=caller_id, field="action"), caller_id)
         return Rejected(error_line(UNKNOWN_ACTION_ERROR), caller_id)
-    visits = value.get("maxVisits")
     return Query(
         caller_id=caller_id,
         body=value,
         expected_finals=_distinct_turns(value.get("analyzeTurns")),
-        visits=visits if type(visits) is int else None,
+        visits=query_visits(value),
     )
 
 
@@ -162,13 +210,19 @@ def locate_id(line: bytes) -> tuple[int, int] | None:
     """Byte span of the id value (inside the quotes) of a KataGo response line, if it has one.
 
     KataGo sorts keys, so the top-level "id" comes after only "action", "error" and "field"; string
-    values escape every quote, so the first `"id":"` is the top-level key.
+    values escape every quote, so the first `"id":"` is the top-level key. The value ends at the first
+    quote not escaped by a backslash (a caller's id, once restored, may hold `\\"` or `\\\\`).
     """
     start = line.find(_ID_KEY)
     if start < 0:
         return None
     start += len(_ID_KEY)
     end = line.find(b'"', start)
+    while end > 0 and line[end - 1] == 0x5C:  # a backslash before it: count the run
+        backslashes = len(line[start:end]) - len(line[start:end].rstrip(b"\\"))
+        if backslashes % 2 == 0:
+            break
+        end = line.find(b'"', end + 1)
     if end < 0:
         return None
     return start, end

@@ -1,4 +1,4 @@
-"""A query's response lines as an async iterator, and the engine errors (see kgserve.engine).
+"""A query's response lines as an async iterator (the engine errors are in kgserve.engine_errors).
 
 `QueryStream` is what `Engine.submit` / `EnginePool.submit` return: iterate it for the engine's lines
 (bytes, no newline, the caller's id restored); it ends after the query's last line and raises
@@ -10,36 +10,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kgserve.protocol import Query
 
-if TYPE_CHECKING:
-    from kgserve.engine import Engine
-
-__all__ = ["AbortTimeout", "EngineDied", "EngineError", "EngineStartupError", "QueryStream"]
+__all__ = ["QueryStream", "StreamOwner"]
 
 
-class EngineError(Exception):
-    """Base of the engine errors."""
+class StreamOwner(Protocol):
+    """The engine a stream was submitted to (kgserve.engine.Engine): an abort goes back to it."""
 
-
-class EngineStartupError(EngineError):
-    def __init__(self, message: str, *, exit_code: int | None = None, stderr_tail: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.stderr_tail = list(stderr_tail or [])
-
-
-class EngineDied(EngineError):
-    def __init__(self, message: str, *, exit_code: int | None = None, stderr_tail: list[str] | None = None) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code
-        self.stderr_tail = list(stderr_tail or [])
-
-
-class AbortTimeout(EngineError):
-    """The engine did not answer a terminate in time; the query is given up."""
+    def abort(self, stream: QueryStream, turns: list[int] | None = None) -> None: ...
 
 
 _END = object()
@@ -48,7 +29,7 @@ _END = object()
 class QueryStream:
     """Async iterator over one query's response lines (bytes, no newline, caller id restored)."""
 
-    def __init__(self, engine: Engine, query: Query, internal_id: str, visits_per_turn: int) -> None:
+    def __init__(self, engine: StreamOwner, query: Query, internal_id: str, visits_per_turn: int) -> None:
         self.engine = engine
         self.query = query
         self.internal_id = internal_id

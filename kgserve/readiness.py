@@ -1,7 +1,9 @@
 """The /readyz document: the pool's status plus what kgserve serves (backend, model, cfg, provenance).
 
 200 when the pool says it is ready (engine.min_ready engines up); 503 otherwise, with the reason and each
-engine's last stderr lines (the pool keeps engine.stderr_tail_lines of them).
+engine's last stderr lines (the pool keeps engine.stderr_tail_lines of them). Not `detailed` (a caller
+without the bearer token, when one is configured): no stderr lines and no engine error texts, which can
+quote other clients' queries; the reason is cut to the pool's own words.
 """
 
 from __future__ import annotations
@@ -9,12 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kgserve.intake import ServeContext
+from kgserve.context import ServeContext
 
 __all__ = ["readiness"]
 
 
-def readiness(ctx: ServeContext) -> tuple[bool, dict[str, Any]]:
+_ENGINE_WORDS = ("last_stderr", "last_error")
+
+
+def _redacted(engine: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in engine.items() if key not in _ENGINE_WORDS}
+
+
+def readiness(ctx: ServeContext, *, detailed: bool = True) -> tuple[bool, dict[str, Any]]:
     settings = ctx.settings
     backend = settings.engine.backend
     status: Mapping[str, Any]
@@ -23,7 +32,11 @@ def readiness(ctx: ServeContext) -> tuple[bool, dict[str, Any]]:
     else:
         status = ctx.pool.status()
     ready = bool(status.get("ready"))
-    reason = None if ready else (status.get("reason") or "no engine is ready")
+    reason = None if ready else str(status.get("reason") or "no engine is ready")
+    engines = [dict(engine) for engine in status.get("engines") or []]
+    if not detailed:
+        reason = reason.split("; ", 1)[0] if reason is not None else None
+        engines = [_redacted(engine) for engine in engines]
     version = status.get("katago_version")
     payload: dict[str, Any] = {
         "ready": ready,
@@ -34,6 +47,6 @@ def readiness(ctx: ServeContext) -> tuple[bool, dict[str, Any]]:
         "model": str(settings.engine.model_for(backend)),
         "cfg": str(settings.engine.cfg),
         "provenance": ctx.provenance,
-        "engines": list(status.get("engines") or []),
+        "engines": engines,
     }
     return ready, payload

@@ -5,7 +5,9 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 
-from kgserve.intake import ServeContext, handle_analysis
+from kgserve.auth import TokenAuth
+from kgserve.context import ServeContext
+from kgserve.intake import handle_analysis
 from kgserve.metrics import CONTENT_TYPE_LATEST, Metrics
 from kgserve.readiness import readiness
 
@@ -31,7 +33,13 @@ async def healthz() -> JSONResponse:
 
 @router.get("/readyz")
 async def readyz(request: Request) -> JSONResponse:
-    ready, payload = readiness(_ctx(request))
+    # /readyz is open to probes; the engines' stderr lines (which may quote other clients' queries) only
+    # go to a caller that could also reach /analysis (no token configured, or the right one given)
+    auth: TokenAuth = request.app.state.auth
+    detailed = auth.allows("/analysis", request.headers.get("authorization"))
+    ready, payload = readiness(_ctx(request), detailed=detailed)
+    if not ready:
+        request.state.outcome = "not_ready"  # not an analysis request refused as "unavailable"
     return JSONResponse(payload, status_code=200 if ready else 503)
 
 

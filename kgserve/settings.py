@@ -48,6 +48,13 @@ class ServerSettings(_Strict):
     grace_period_s: float = Field(30.0, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     docs: bool = True  # GET /docs (Swagger UI) and /openapi.json; false: both 404 (kgserve.apidocs)
+    # what a connection may do (kgserve.httpguard, docs/http-limits.md)
+    max_header_bytes: int = Field(16384, ge=1024, le=1 << 20)  # request line + headers
+    header_timeout_s: float = Field(10.0, gt=0)  # connection open / first byte of a request -> headers complete
+    body_timeout_s: float = Field(30.0, gt=0)  # headers complete -> body complete
+    keep_alive_timeout_s: float = Field(30.0, gt=0)  # idle between requests
+    send_timeout_s: float = Field(30.0, gt=0)  # a client that takes none of the response for this long is dropped
+    max_response_buffer_bytes: int = Field(1 << 20, ge=65536)  # response bytes kgserve holds for one slow client
 
 
 class BackendSettings(_Strict):
@@ -67,6 +74,8 @@ class EngineSettings(_Strict):
     restart_backoff_initial_s: float = Field(0.5, gt=0)
     restart_backoff_max_s: float = Field(30.0, gt=0)
     stderr_tail_lines: int = Field(50, ge=1, le=10000)
+    liveness_interval_s: float = Field(10.0, gt=0)  # how often a ready engine is asked query_version
+    liveness_timeout_s: float = Field(30.0, gt=0)  # no answer in this long: the engine is killed and restarted
     backends: dict[str, BackendSettings]
 
     @field_validator("backends")
@@ -104,6 +113,7 @@ class LimitsSettings(_Strict):
     visits_over_cap: Literal["reject", "clamp"] = "reject"
     max_queries_per_request: int = Field(256, ge=1)
     max_turns_per_query: int = Field(1000, ge=1)
+    terminate_grace_s: float = Field(2.0, gt=0)  # after a deadline: how long to wait for KataGo's last lines
 
 
 class WebSocketSettings(_Strict):

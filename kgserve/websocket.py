@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from kgserve.auth import TokenAuth
-from kgserve.intake import ServeContext
+from kgserve.context import ServeContext
 from kgserve.metrics import Metrics
 from kgserve.priority import PriorityClass, UnknownClass, parse_class
 from kgserve.wsconnection import Connection

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import json
 import logging
 from dataclasses import dataclass
@@ -18,8 +17,9 @@ from typing import Any
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from kgserve.analysis import failure_text
-from kgserve.intake import ServeContext, classify_safely
-from kgserve.limits import CheckedQuery, check_query
+from kgserve.context import ServeContext
+from kgserve.intake import classify_safely
+from kgserve.limits import CheckedQuery, check_query, search_visits
 from kgserve.metrics import Metrics
 from kgserve.priority import PriorityClass, apply_class
 from kgserve.protocol import KNOWN_ACTIONS, Query, Rejected, dump_compact, error_line, split_body
@@ -90,7 +90,7 @@ class Connection:
             if data is None:
                 data = (message.get("text") or "").encode("utf-8", errors="surrogateescape")
             self.counts["messages"] += 1
-            await self._handle_message(data)
+            self._handle_message(data)
 
     async def _send_loop(self) -> None:
         while True:
@@ -109,7 +109,7 @@ class Connection:
 
     async def _cut_off(self) -> None:
         self._closed = True
-        await self._abort_all(None)
+        self._abort_all(None)
         with contextlib.suppress(Exception):
             async with asyncio.timeout(5):
                 await self.websocket.close(1008, NOT_READING)
@@ -117,14 +117,14 @@ class Connection:
     async def shutdown(self) -> None:
         """The connection is over: every query still running is terminated."""
         self._closed = True
-        await self._abort_all(None)
+        self._abort_all(None)
         tasks = [running.task for running in self.running.values() if running.task is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
     # -- intake ------------------------------------------------------------------------------------------
-    async def _handle_message(self, data: bytes) -> None:
+    def _handle_message(self, data: bytes) -> None:
         lines = split_body(data)
         limit = self.limits.max_queries_per_request
         if len(lines) > limit:
@@ -135,7 +135,7 @@ class Connection:
         for line in lines:
             item = classify_safely(line)
             if isinstance(item, Rejected):
-                if item.caller_id is not None and await self._action(line, item):
+                if item.caller_id is not None and self._action(line, item):
                     continue
                 self.counts["rejected"] += 1
                 self.metrics.websocket_query("rejected")
@@ -144,7 +144,7 @@ class Connection:
             self._admit(item)
 
     def _admit(self, query: Query) -> None:
-        checked = check_query(query, self.limits)
+        checked = check_query(query, self.limits, self.ctx.cfg_visits)
         if isinstance(checked, Rejected):
             self.counts["rejected"] += 1
             self.metrics.websocket_query("rejected")
@@ -189,7 +189,8 @@ class Connection:
 
     def _clamp_warning(self, query: Query) -> bytes:
         cap = self.limits.max_visits
-        message = f"kgserve: maxVisits {query.visits} is over the cap of {cap} (limits.max_visits)"
+        asked = search_visits(query, self.ctx.cfg_visits)
+        message = f"kgserve: maxVisits {asked} is over the cap of {cap} (limits.max_visits)"
         message += f"; searching {cap} visits"
         # KataGo's warning shape, plus isDuringSearch/noResults: a client that dispatches on isDuringSearch
         # (KaTrain) would otherwise take the warning for the query's final result and stop waiting for it
@@ -220,22 +221,23 @@ class Connection:
             self.ctx.admission.release(1)
             self.metrics.websocket_query(outcome)
 
-    async def _abort(self, stream: Any, turns: list[int] | None) -> None:
+    def _abort(self, stream: Any, turns: list[int] | None) -> None:
         pool = self.ctx.pool
         if pool is None:
             return
         with contextlib.suppress(Exception):  # an engine that is gone has nothing left to terminate
-            result = pool.abort(stream) if turns is None else pool.abort(stream, turns)
-            if inspect.isawaitable(result):
-                await result
+            if turns is None:
+                pool.abort(stream)
+            else:
+                pool.abort(stream, turns)
 
-    async def _abort_all(self, caller_id: str | None, turns: list[int] | None = None) -> None:
+    def _abort_all(self, caller_id: str | None, turns: list[int] | None = None) -> None:
         for running in list(self.running.values()):
             if caller_id is None or running.query.caller_id == caller_id:
-                await self._abort(running.stream, turns)
+                self._abort(running.stream, turns)
 
     # -- actions -----------------------------------------------------------------------------------------
-    async def _action(self, line: bytes, rejected: Rejected) -> bool:
+    def _action(self, line: bytes, rejected: Rejected) -> bool:
         """Handle an action line; False when the line is no action kgserve knows (its error line stands)."""
         try:
             body = json.loads(line)
@@ -251,7 +253,7 @@ class Connection:
         elif action == "query_version":
             self._send(self._version(body))
         else:
-            await self._terminate(action, body)
+            self._terminate(action, body)
         return True
 
     def _version(self, body: dict[str, Any]) -> bytes:
@@ -263,7 +265,7 @@ class Connection:
         answer = {**body, "git_hash": getattr(pool, "katago_git_hash", None) or "", "version": version}
         return dump_compact(answer).encode("utf-8")
 
-    async def _terminate(self, action: str, body: dict[str, Any]) -> None:
+    def _terminate(self, action: str, body: dict[str, Any]) -> None:
         caller_id: str = body["id"]
         target: str | None = None
         if action == "terminate":
@@ -280,7 +282,7 @@ class Connection:
                 return
             turns = [int(turn) for turn in value]
         if action == "terminate":
-            await self._abort_all(target, turns)
+            self._abort_all(target, turns)
         else:
-            await self._abort_all(None, turns)
+            self._abort_all(None, turns)
         self._send(dump_compact(body).encode("utf-8"))  # KataGo acknowledges with the request itself

@@ -30,10 +30,12 @@ from typing import Any
 import psutil
 
 from kgbench.bench.common import cleanup_devices, kgserve_running, machine_line, sim_env, sim_settings
-from kgbench.load.direct import open_pool, run_direct
-from kgbench.load.generator import run_load
+from kgbench.load.generator import run_direct, run_load
 from kgbench.load.traffic import QuerySource
 from kgbench.load.types import LevelSummary, LoadResult, LoadSettings
+from kgbench.targets.pool import open_pool
+from kgserve.katago_cfg import read_cfg
+from kgserve.sim.throughput import predict_throughput
 
 BASE_LOAD = LoadSettings(
     concurrency=(64,), warmup_s=1.0, window_s=1.0, min_windows=3, max_windows=6, tolerance=0.1, max_visits=10
@@ -184,13 +186,7 @@ async def cpu_section(load: LoadSettings) -> tuple[str, list[float]]:
 
 def modelled_engine_rps(visits: int = 50, concurrency: int = 256) -> float:
     """The sim's throughput model for runtime/katago_serving.cfg (its stand-in for one H200)."""
-    from kgserve.sim.throughput import predict_throughput
-
-    cfg: dict[str, str | int] = {}
-    for line in sim_settings(1).engine.cfg.read_text(encoding="utf-8").splitlines():
-        key, sep, value = line.split("#", 1)[0].partition("=")
-        if sep and value.strip():
-            cfg[key.strip()] = value.strip()
+    cfg: dict[str, str | int] = dict(read_cfg(sim_settings(1).engine.cfg))
     return predict_throughput(cfg, visits, concurrency)
 
 

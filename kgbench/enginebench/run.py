@@ -46,9 +46,10 @@ from kgbench.enginebench.parse import (
     parse_benchmark_output,
     trt_cache_status,
 )
+from kgserve.katago_cfg import ANALYSIS_ONLY_KEYS, cfg_text
 
 __all__ = [
-    "ANALYSIS_ONLY_KEYS",
+    "NOT_FOR_BENCHMARK",
     "BenchmarkParseError",
     "BenchmarkResult",
     "EngineBenchError",
@@ -56,26 +57,16 @@ __all__ = [
     "ThreadResult",
     "benchmark_argv",
     "parse_benchmark_output",
-    "parse_cfg_keys",
     "render_benchmark_cfg",
     "run_engine_benchmark",
     "trt_cache_status",
 ]
 
-# keys of an analysis cfg that the GTP-style benchmark does not use (KataGo would warn about them)
-ANALYSIS_ONLY_KEYS = frozenset(
-    {
-        "numAnalysisThreads",
-        "numSearchThreadsPerAnalysisThread",
-        "reportAnalysisWinratesAs",
-        "analysisPVLen",
-        "analysisIgnorePreRootHistory",
-        "maxVisits",  # the benchmark takes -v
-    }
-)
+# keys of a job's analysis cfg that the GTP-style benchmark does not get: analysis-only ones, and maxVisits
+# (the benchmark takes -v)
+NOT_FOR_BENCHMARK = ANALYSIS_ONLY_KEYS | {"maxVisits"}
 # the engine has loaded the model: end of start-up (stdout of `katago benchmark`)
 _STARTED_RE = re.compile(r"Loaded model |Testing using \d+ visits|numSearchThreads\s*=\s*\d+:")
-_KEY_RE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 
 
 class EngineBenchError(RuntimeError):
@@ -87,25 +78,6 @@ class EngineBenchError(RuntimeError):
         self.raw_text = raw_text
 
 
-def _format_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return ",".join(_format_value(v) for v in value)
-    return str(value)
-
-
-def parse_cfg_keys(text: str) -> dict[str, str]:
-    """`key = value` lines of a KataGo cfg (comments and blank lines skipped; later keys win)."""
-    keys: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0]
-        match = _KEY_RE.match(line)
-        if match:
-            keys[match.group(1)] = match.group(2)
-    return keys
-
-
 def render_benchmark_cfg(
     cfg_keys: Mapping[str, object],
     *,
@@ -114,14 +86,12 @@ def render_benchmark_cfg(
 ) -> str:
     """The GTP-style cfg `katago benchmark -config` needs: the job's keys minus analysis-only ones,
     `numSearchThreads` (given, else the largest tested thread count), `homeDataDir` when given."""
-    keys = {k: v for k, v in cfg_keys.items() if k not in ANALYSIS_ONLY_KEYS and v is not None}
+    keys = {k: v for k, v in cfg_keys.items() if k not in NOT_FOR_BENCHMARK and v is not None}
     if "numSearchThreads" not in keys:
         keys["numSearchThreads"] = max(threads) if threads else 1
     if home_data_dir is not None:
         keys["homeDataDir"] = str(home_data_dir)
-    lines = ["# rendered by kgbench (mode=engine) for `katago benchmark`: a GTP-style cfg"]
-    lines += [f"{key} = {_format_value(value)}" for key, value in keys.items()]
-    return "\n".join(lines) + "\n"
+    return cfg_text(keys, ["rendered by kgbench (mode=engine) for `katago benchmark`: a GTP-style cfg"])
 
 
 def benchmark_argv(

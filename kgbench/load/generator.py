@@ -8,17 +8,17 @@ it completed. While measuring, the generator watches its own event-loop lag and 
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import time
 from contextlib import suppress
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import aiohttp
 import psutil
 
 from kgbench.load.latency import merge_selfwatch, selfwatch_summary, selfwatch_verdict, summarise_level, windows_agree
-from kgbench.load.responses import Outcome, outcome_from_response
+from kgbench.load.responses import Outcome
+from kgbench.load.senders import DirectSender, HttpSender, Sender
 from kgbench.load.traffic import QuerySource
 from kgbench.load.types import (
     DirectTarget,
@@ -31,6 +31,7 @@ from kgbench.load.types import (
     RequestRecord,
     SelfWatch,
 )
+from kgserve.context import EngineClient
 
 Target = str | HttpTarget | DirectTarget | Any  # Any: a started kgserve.pool.EnginePool
 
@@ -45,38 +46,12 @@ __all__ = [
     "QuerySource",
     "RequestRecord",
     "Target",
+    "run_direct",
     "run_load",
 ]
 
 DRAIN_S = 5.0  # at most this long to let in-flight requests finish after a level (then they are cancelled)
 LAG_PROBE_S = 0.05
-
-
-class Sender(Protocol):
-    async def send(self, req_id: str, body: dict[str, Any]) -> Outcome: ...
-
-
-class HttpSender:
-    """POST /analysis over one shared ClientSession."""
-
-    def __init__(self, session: aiohttp.ClientSession, target: HttpTarget, timeout_s: float) -> None:
-        self.session = session
-        self.url = target.base_url.rstrip("/") + "/analysis"
-        self.headers = {"Content-Type": "application/json", **dict(target.headers)}
-        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
-
-    async def send(self, req_id: str, body: dict[str, Any]) -> Outcome:
-        data = json.dumps({"id": req_id, **body}, separators=(",", ":")).encode()
-        try:
-            async with self.session.post(self.url, data=data, headers=self.headers, timeout=self.timeout) as resp:
-                payload = await resp.read()
-                return outcome_from_response(resp.status, payload)
-        except TimeoutError:
-            return Outcome(0, 0, None, "timeout")
-        except aiohttp.ClientConnectorError:
-            return Outcome(0, 0, None, "connect")
-        except aiohttp.ClientError:
-            return Outcome(0, 0, None, "disconnect")
 
 
 class _Level:
@@ -134,10 +109,11 @@ class _Level:
 
 
 async def _issue(sender: Sender, queries: QuerySource, level: _Level, counter: list[int], send_s: float) -> None:
+    """Send one request. The caller has already counted it in ``level.inflight``: counted at dispatch, the open
+    loop's cap holds even when it creates several tasks (running late) before any of them first runs."""
     key, body = queries.next()
     body["maxVisits"] = level.load.max_visits
     counter[0] += 1
-    level.inflight += 1
     try:
         outcome = await sender.send(f"kgb{counter[0]}", body)
     except Exception as exc:  # a sender bug must not silently kill a closed-loop worker
@@ -151,6 +127,7 @@ async def _closed_worker(
     sender: Sender, queries: QuerySource, level: _Level, counter: list[int], stop: asyncio.Event
 ) -> None:
     while not stop.is_set():
+        level.inflight += 1
         await _issue(sender, queries, level, counter, level.now())
 
 
@@ -175,6 +152,7 @@ async def _open_arrivals(
             key, _ = queries.next()
             level.done(intended, Outcome(0, 0, None, "overload"), key)
             continue
+        level.inflight += 1
         task = asyncio.create_task(_issue(sender, queries, level, counter, intended))
         tasks.add(task)
         task.add_done_callback(tasks.discard)
@@ -312,14 +290,19 @@ async def run_load(
     if not isinstance(target, str | HttpTarget | DirectTarget) and hasattr(target, "submit"):
         target = DirectTarget(target)
     if isinstance(target, DirectTarget):
-        from kgbench.load.direct import DirectSender
-
-        return await run_levels(DirectSender(target.pool, load.request_timeout_s), "direct", load, queries, progress)
+        return await run_direct(target.pool, load, queries, progress)
     http = HttpTarget(target) if isinstance(target, str) else target
     limit = max(load.concurrency) + 8
     connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, force_close=False)
     async with aiohttp.ClientSession(connector=connector) as session:
         return await run_levels(HttpSender(session, http, load.request_timeout_s), "http", load, queries, progress)
+
+
+async def run_direct(
+    pool: EngineClient, load: LoadSettings, queries: QuerySource, progress: Progress | None = None
+) -> LoadResult:
+    """Same as ``run_load(DirectTarget(pool), ...)``: every level straight into a started EnginePool."""
+    return await run_levels(DirectSender(pool, load.request_timeout_s), "direct", load, queries, progress)
 
 
 def run_load_sync(

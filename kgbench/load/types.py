@@ -32,6 +32,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import pandas as pd
+
 Mode = Literal["closed", "open"]
 
 # Error kinds of a request record (``RequestRecord.error``); None = success.
@@ -184,8 +186,6 @@ class LoadResult:
 
     def records_frame(self) -> Any:
         """The per-request records as a pandas DataFrame (columns = RequestRecord fields)."""
-        import pandas as pd
-
         cols = [f.name for f in dataclasses.fields(RequestRecord)]
         return pd.DataFrame([dataclasses.astuple(r) for r in self.records], columns=cols)
 

@@ -21,6 +21,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from kgbench.sweep import state
+from kgbench.track import summary, tracking
+from kgbench.track.mlflow_ui import runs_url
 
 __all__ = ["ENV_JOBS", "ENV_PARENT", "ENV_SWEEP", "KgbenchCallback", "count_jobs", "display_overrides"]
 
@@ -59,8 +61,6 @@ class KgbenchCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         state.reset()
         try:
-            from kgbench.track import tracking
-
             overrides = list(config.hydra.overrides.task)
             sweeper = str(config.hydra.sweeper.get("_target_", ""))
             jobs = count_jobs(overrides) if "BasicSweeper" in sweeper else config.hydra.sweeper.get("n_trials")
@@ -89,9 +89,6 @@ class KgbenchCallback(Callback):
     def _summarise(self) -> None:
         if self.parent_run_id is None or self.experiment_id is None:
             return
-        from kgbench.track import summary, tracking
-        from kgbench.track.mlflow_ui import runs_url
-
         client = tracking.make_client()
         runs = summary.child_runs(client, self.experiment_id, self.parent_run_id)
         for run_id, overhead in summary.overheads(runs).items():

@@ -1,58 +1,54 @@
 """transport=direct for a job: the same engines, cfg, queries and load shape as over HTTP, but through kgserve's
-EnginePool in this process (kgbench.load.direct sends the queries), so `overhead = 1 - reqs_http / reqs_direct`
-shows what the serving layer costs. The engines' stderr (logged by kgserve.engine as `engine[i] stderr: ...`)
-goes to kgserve_stderr.log in the job dir, read for `NN rows`/`NN batches` and `Unused key` like the HTTP path.
+EnginePool in this process (kgbench.load.senders.DirectSender sends the queries), so `overhead = 1 - reqs_http /
+reqs_direct` shows what the serving layer costs. The engines' stderr (the pool's stderr sink, written as
+`engine[i] stderr: ...`) goes to kgserve_stderr.log in the job dir, read for `NN rows`/`NN batches` and
+`Unused key` like the HTTP path.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from collections import deque
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kgbench.load.generator import run_direct
+from kgbench.load.traffic import QuerySource
 from kgbench.load.types import LoadResult, LoadSettings
 from kgbench.sweep.progress import JobProgress
-from kgbench.targets.kgserve_process import MAX_LINES, JobFailure, find_unused_keys, parse_nn_stats
+from kgbench.sweep.spec import Prepared
+from kgbench.targets.kgserve_process import MAX_LINES, JobFailure, find_unused_keys, parse_nn_stats, unused_key_reason
 from kgbench.track.gpu import GpuSampler
 from kgbench.track.tracking import JobRun
-
-if TYPE_CHECKING:
-    from kgbench.sweep.job import Prepared
+from kgserve.engine_errors import NoEngineReady
+from kgserve.pool import EnginePool
 
 __all__ = ["via_direct"]
 
 
-class _LineCollector(logging.Handler):
-    """Keeps the `engine[i] ...` log lines (and writes them to a file)."""
+class _LineCollector:
+    """The pool's stderr sink: keeps the engines' lines as `engine[i] stderr: <line>` (the form kgserve logs
+    them in, which parse_nn_stats reads) and writes them to a file."""
 
     def __init__(self, path: Path) -> None:
-        super().__init__(level=logging.INFO)
         self.lines: deque[str] = deque(maxlen=MAX_LINES)  # the tail; the whole log is in the file
         self._file = path.open("w", encoding="utf-8")
 
-    def emit(self, record: logging.LogRecord) -> None:
-        try:
-            line = record.getMessage()
-        except Exception:
-            return
+    def __call__(self, label: str, text: str) -> None:
+        line = f"{label} stderr: {text}"
         self.lines.append(line)
         self._file.write(line + "\n")
         self._file.flush()
 
     def close(self) -> None:
         self._file.close()
-        super().close()
 
     def text(self) -> str:
         return "\n".join(self.lines)
 
 
 async def _wait_ready(pool: Any, timeout_s: float, collector: _LineCollector, progress: JobProgress) -> float:
-    from kgserve.pool import NoEngineReady
-
     started = time.monotonic()
     next_note = 30.0
     while True:
@@ -63,7 +59,7 @@ async def _wait_ready(pool: Any, timeout_s: float, collector: _LineCollector, pr
             pass
         elapsed = time.monotonic() - started
         if unused := find_unused_keys(collector.text()):
-            raise JobFailure(f"the engine warned 'Unused key' for {', '.join(map(repr, unused))}: KataGo ignored it")
+            raise JobFailure(unused_key_reason(unused))
         status = pool.status()
         engines = status.get("engines") or []
         if any((e.get("restarts") or 0) >= 2 and e.get("state") != "ready" for e in engines):
@@ -79,13 +75,9 @@ async def _wait_ready(pool: Any, timeout_s: float, collector: _LineCollector, pr
 async def _run(
     prepared: Prepared, load: LoadSettings, collector: _LineCollector, run: JobRun, progress: JobProgress
 ) -> tuple[LoadResult, dict[str, float]]:
-    from kgbench.load.direct import run_direct
-    from kgbench.load.traffic import QuerySource
-    from kgserve.pool import EnginePool
-
     settings = prepared.settings
     timeout = settings.engine.backend_settings(prepared.backend).startup_timeout_s * prepared.engines + 60
-    pool = EnginePool(settings, prepared.backend)
+    pool = EnginePool(settings, prepared.backend, stderr_sink=collector)
     extra: dict[str, float] = {}
     await pool.start()
     try:
@@ -110,25 +102,14 @@ async def _run(
 
 def via_direct(
     prepared: Prepared, load: LoadSettings, job_dir: Path, run: JobRun, progress: JobProgress
-) -> tuple[LoadResult, dict[str, float]]:
-    from kgbench.sweep.modes import log_load_result
-
-    collector = _LineCollector(job_dir / "kgserve_stderr.log")
-    logger = logging.getLogger("kgserve.engine")
-    previous_level, previous_propagate = logger.level, logger.propagate
-    logger.addHandler(collector)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False  # the engines' stderr goes to the file, not the terminal
+) -> tuple[LoadResult, dict[str, float], str | None]:
+    """The engines in this process under the load generator: (result, extra metrics, `Unused key` failure or None)."""
+    collector = _LineCollector(job_dir / "kgserve_stderr.log")  # the engines' stderr: the file, not the terminal
     progress.stage(f"starting {prepared.engines} {prepared.backend} engine(s) in-process (transport=direct)")
     try:
         result, extra = asyncio.run(_run(prepared, load, collector, run, progress))
     finally:
-        logger.removeHandler(collector)
-        logger.setLevel(previous_level)
-        logger.propagate = previous_propagate
         collector.close()
     extra.update(parse_nn_stats(collector.text()))
-    if unused := find_unused_keys(collector.text()):
-        log_load_result(run, result, extra, job_dir, "")
-        raise JobFailure(f"the engine warned 'Unused key' for {', '.join(map(repr, unused))}: KataGo ignored it")
-    return result, extra
+    unused = find_unused_keys(collector.text())
+    return result, extra, unused_key_reason(unused) if unused else None

@@ -10,20 +10,29 @@ import hashlib
 import re
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from kgbench.enginebench.parse import trt_cache_status
+from kgbench.enginebench.run import EngineBenchError, run_engine_benchmark
+from kgbench.load.generator import run_load
+from kgbench.load.traffic import QuerySource
 from kgbench.load.types import HttpTarget, LoadResult, LoadSettings
+from kgbench.sweep.direct_job import via_direct
 from kgbench.sweep.progress import JobProgress
-from kgbench.targets.kgserve_process import JobFailure, KgserveProcess, find_unused_keys, parse_nn_stats
+from kgbench.sweep.spec import Prepared, section
+from kgbench.targets.kgserve_process import (
+    JobFailure,
+    KgserveProcess,
+    find_unused_keys,
+    parse_nn_stats,
+    unused_key_reason,
+)
 from kgbench.track.gpu import GpuSampler
-from kgbench.track.tracking import JobRun
+from kgbench.track.tracking import JobRun, log_load_result
 
-if TYPE_CHECKING:
-    from kgbench.sweep.job import Prepared
-
-__all__ = ["engine_mode", "load_mode", "log_load_result", "model_sha256"]
+__all__ = ["engine_mode", "headline_req_per_s", "load_mode", "model_sha256"]
 
 _VERSION_RE = re.compile(r"KataGo v(\S+)")
 
@@ -59,39 +68,9 @@ def _ready_tags(ready: dict[str, Any]) -> dict[str, str]:
     return tags
 
 
-def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], job_dir: Path, title: str) -> float:
-    """Metrics (headline = the level with the highest req/s), per-level series, tags, CSV and plots."""
-    from kgbench.track.plots import write_plots
-
+def headline_req_per_s(result: LoadResult) -> float:
+    """The job's headline: the best level's req/s; JobFailure (with the errors by kind) when nothing succeeded."""
     head = result.headline()
-    metrics: dict[str, Any] = dict(extra)
-    metrics["position_repeat_rate"] = result.position_repeat_rate
-    if head is not None:
-        for name in ("req_per_s", "visits_per_s", "p50_ms", "p90_ms", "p99_ms", "max_ms", "error_rate", "errors"):
-            metrics[name] = getattr(head, name)
-        metrics["timeouts"] = head.timeouts
-        metrics["headline_concurrency"] = head.concurrency
-    if result.selfwatch is not None:
-        metrics["loadgen_loop_lag_p99_ms"] = result.selfwatch.loop_lag_p99_ms
-        metrics["loadgen_cpu_share"] = result.selfwatch.cpu_share
-    run.log_metrics(metrics)
-    points: list[tuple[str, Any, int]] = []
-    for level in result.levels:
-        for name in ("req_per_s", "p50_ms", "p99_ms", "error_rate"):
-            points.append((f"level_{name}", getattr(level, name), level.concurrency))
-    run.log_metric_points(points)
-    run.set_tags(
-        {
-            "kgbench.unstable": "true" if result.unstable else "false",
-            "kgbench.invalid": "true" if result.invalid else "false",
-            "kgbench.invalid_reason": result.invalid_reason or "",
-        }
-    )
-    csv_path = job_dir / "requests.csv"
-    result.write_csv(str(csv_path))
-    run.log_artifact(csv_path)
-    for plot in write_plots(result.levels, result.records, job_dir / "plots", title):
-        run.log_artifact(plot, "plots")
     if head is None or head.req_per_s <= 0:
         kinds: dict[str, int] = {}
         for level in result.levels:
@@ -111,10 +90,8 @@ def _load_settings(cfg: DictConfig) -> LoadSettings:
 
 def _via_kgserve(
     prepared: Prepared, load: LoadSettings, job_dir: Path, run: JobRun, progress: JobProgress
-) -> tuple[LoadResult, dict[str, float]]:
-    from kgbench.load.generator import run_load
-    from kgbench.load.traffic import QuerySource
-
+) -> tuple[LoadResult, dict[str, float], str | None]:
+    """kgserve as a subprocess under the load generator: (result, extra metrics, `Unused key` failure or None)."""
     backend = prepared.settings.engine.backend_settings(prepared.backend)
     proc = KgserveProcess(prepared.kgserve_config, job_dir / "kgserve_stderr.log")
     progress.stage(f"starting kgserve ({prepared.engines} {prepared.backend} engine(s))")
@@ -136,38 +113,32 @@ def _via_kgserve(
         progress.stage("stopping kgserve")
         proc.stop(prepared.settings.server.grace_period_s)
     extra.update(parse_nn_stats(proc.text()))
-    if proc.unused_keys:
-        log_load_result(run, result, extra, job_dir, "")
-        raise JobFailure(proc.unused_key_reason())
-    return result, extra
+    return result, extra, proc.unused_key_reason() if proc.unused_keys else None
 
 
 def load_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, progress: JobProgress) -> float:
-    from kgbench.enginebench.parse import trt_cache_status
-
     load = _load_settings(cfg)
     run.set_tags(_model_tags(prepared))
     log_path = job_dir / "kgserve_stderr.log"
     try:
         if prepared.transport == "direct":
-            from kgbench.sweep.direct_job import via_direct
-
-            result, extra = via_direct(prepared, load, job_dir, run, progress)
+            result, extra, unused = via_direct(prepared, load, job_dir, run, progress)
         else:
-            result, extra = _via_kgserve(prepared, load, job_dir, run, progress)
+            result, extra, unused = _via_kgserve(prepared, load, job_dir, run, progress)
     finally:
         log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
         if cache := trt_cache_status(log_text):  # TensorRT timing cache hit or miss, from the engine's log
             run.set_tags({"kgbench.trt_cache": cache})
-    title = f"{prepared.backend} {prepared.transport}: {job_dir.name}"
-    return log_load_result(run, result, extra, job_dir, title)
+    if unused is not None:  # KataGo ignored a key: the figures are logged, but they do not measure this cfg
+        log_load_result(run, result, extra, job_dir, "")
+        headline_req_per_s(result)
+        raise JobFailure(unused)
+    log_load_result(run, result, extra, job_dir, f"{prepared.backend} {prepared.transport}: {job_dir.name}")
+    return headline_req_per_s(result)
 
 
 def engine_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, progress: JobProgress) -> float:
     """`katago benchmark` with the job's cfg (kgbench.enginebench.run); metrics per thread count, step = threads."""
-    from kgbench.enginebench.run import EngineBenchError, run_engine_benchmark
-    from kgbench.sweep.job import section
-
     bench_cfg = section(cfg, "engine_bench")
     engine = prepared.settings.engine
     raw_threads = bench_cfg.get("threads", [1, 2, 4, 8])
@@ -206,7 +177,7 @@ def engine_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun,
         tags["simulated"] = "true"
     run.set_tags(tags)
     if unused := find_unused_keys(output):
-        raise JobFailure(f"the engine warned 'Unused key' for {', '.join(map(repr, unused))}: KataGo ignored it")
+        raise JobFailure(unused_key_reason(unused))
     visits = bench.metrics().get("visits_per_s")
     if visits is None:
         raise JobFailure("katago benchmark reported no visits/s")

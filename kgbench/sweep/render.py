@@ -16,13 +16,12 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from kgserve.sim.cfgkeys import KNOWN_ANALYSIS_KEYS, is_known_key
+from kgserve.katago_cfg import KNOWN_ANALYSIS_KEYS, cfg_text, format_value, is_known_key
 
 __all__ = [
     "KGBENCH_KEYS",
     "RenderError",
     "Rendered",
-    "format_value",
     "katago_keys",
     "render_cfg",
     "suggest_key",
@@ -51,14 +50,6 @@ def _plain(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
         assert isinstance(container, dict)
         return {str(k): v for k, v in container.items()}
     return dict(cfg)
-
-
-def format_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, list | tuple):
-        return ",".join(format_value(v) for v in value)
-    return str(value)
 
 
 def katago_keys(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
@@ -131,11 +122,10 @@ def render_cfg(
     validate_keys(keys, known)
     if home_data_dir is not None and "homeDataDir" not in keys:
         keys["homeDataDir"] = str(home_data_dir)
-    rendered = {key: format_value(value) for key, value in keys.items()}
-    for key, value in rendered.items():
-        if "\n" in value or "#" in value:
-            raise RenderError(f"KataGo key {key!r} has a value KataGo cannot read: {value!r}")
-    lines = [f"# {line}" for line in header]
-    lines += [f"{key} = {value}" for key, value in rendered.items()]
+    try:
+        text = cfg_text(keys, header)
+    except ValueError as exc:  # a value with a newline or a `#`
+        raise RenderError(str(exc)) from None
     warning = thread_warning(keys)
-    return Rendered(text="\n".join(lines) + "\n", keys=rendered, warnings=[warning] if warning else [])
+    rendered = {key: format_value(value) for key, value in keys.items()}
+    return Rendered(text=text, keys=rendered, warnings=[warning] if warning else [])

@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["JobFailure", "KgserveProcess", "find_unused_keys", "parse_nn_stats"]
+__all__ = ["JobFailure", "KgserveProcess", "find_unused_keys", "parse_nn_stats", "unused_key_reason"]
 
 _LISTEN_RE = re.compile(r"kgserve listening on (http://\S+?):(\d+)\b")
 _UNUSED_RE = re.compile(r"Unused key '([^']+)'")
@@ -37,6 +37,12 @@ class JobFailure(RuntimeError):
 def find_unused_keys(text: str) -> list[str]:
     """Keys KataGo reported as `Unused key` (it ignores them and runs with its defaults)."""
     return sorted(set(_UNUSED_RE.findall(text)))
+
+
+def unused_key_reason(keys: list[str]) -> str:
+    """The one-line failure for keys KataGo warned about as `Unused key`."""
+    names = ", ".join(map(repr, keys))
+    return f"the engine warned 'Unused key' for {names}: KataGo ignored it and would run with its default"
 
 
 def parse_nn_stats(text: str) -> dict[str, float]:
@@ -147,8 +153,7 @@ class KgserveProcess:
             time.sleep(0.2)
 
     def unused_key_reason(self) -> str:
-        keys = ", ".join(repr(k) for k in self.unused_keys)
-        return f"the engine warned 'Unused key' for {keys}: KataGo ignored it and would run with its default"
+        return unused_key_reason(self.unused_keys)
 
     def get_json(self, path: str, timeout_s: float = 5.0) -> tuple[int, dict[str, Any]]:
         assert self.url is not None

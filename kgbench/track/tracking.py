@@ -22,7 +22,9 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from kgbench.load.types import LoadResult
 from kgbench.track.mlflow_ui import label_experiment
+from kgbench.track.plots import write_plots
 
 __all__ = [
     "REPO_ROOT",
@@ -184,3 +186,37 @@ class JobRun:
             tags["kgbench.failure_reason"] = " ".join(reason.split())[:5000]
         self.set_tags(tags)
         finish_run(self.client, self.run_id, ok)
+
+
+def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], job_dir: Path, title: str) -> None:
+    """A load result into the job's run: metrics (headline = the level with the highest req/s), per-level series,
+    tags, the per-request CSV and the plots."""
+    head = result.headline()
+    metrics: dict[str, Any] = dict(extra)
+    metrics["position_repeat_rate"] = result.position_repeat_rate
+    if head is not None:
+        for name in ("req_per_s", "visits_per_s", "p50_ms", "p90_ms", "p99_ms", "max_ms", "error_rate", "errors"):
+            metrics[name] = getattr(head, name)
+        metrics["timeouts"] = head.timeouts
+        metrics["headline_concurrency"] = head.concurrency
+    if result.selfwatch is not None:
+        metrics["loadgen_loop_lag_p99_ms"] = result.selfwatch.loop_lag_p99_ms
+        metrics["loadgen_cpu_share"] = result.selfwatch.cpu_share
+    run.log_metrics(metrics)
+    points: list[tuple[str, Any, int]] = []
+    for level in result.levels:
+        for name in ("req_per_s", "p50_ms", "p99_ms", "error_rate"):
+            points.append((f"level_{name}", getattr(level, name), level.concurrency))
+    run.log_metric_points(points)
+    run.set_tags(
+        {
+            "kgbench.unstable": "true" if result.unstable else "false",
+            "kgbench.invalid": "true" if result.invalid else "false",
+            "kgbench.invalid_reason": result.invalid_reason or "",
+        }
+    )
+    csv_path = job_dir / "requests.csv"
+    result.write_csv(str(csv_path))
+    run.log_artifact(csv_path)
+    for plot in write_plots(result.levels, result.records, job_dir / "plots", title):
+        run.log_artifact(plot, "plots")

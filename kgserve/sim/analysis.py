@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from kgserve.protocol import Query, Rejected, classify_line, dump_compact
+from kgserve.protocol import Query, Rejected, classify_line, dump_compact, strip_bom
 from kgserve.sim.queries import Defaults, Request, error_for, parse_query
 from kgserve.sim.responses import no_results, render_analysis
 from kgserve.sim.startup import GIT_HASH, VERSION, Knobs, Log
@@ -234,7 +234,7 @@ class Engine:
         if result.caller_id is None:
             self.emit(result.error_line.decode("utf-8"))
             return
-        body = json.loads(raw.decode("utf-8"))
+        body = json.loads(strip_bom(raw.strip()).decode("utf-8"))
         if isinstance(body.get("action"), str):
             self._action(body)
         else:

@@ -1,11 +1,12 @@
-"""KataGo cfg files: `key = value` lines, `#` comments, later keys win; typed getters with KataGo's errors."""
+"""The simulated engine's cfg: typed getters with KataGo's errors (the cfg format and keys: kgserve.katago_cfg)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kgserve.sim.cfgkeys import ALIASES, is_known_key
+from kgserve.katago_cfg import ALIASES, CfgParseError, is_known_key
+from kgserve.katago_cfg import parse_cfg_text as _parse
 
 __all__ = ["CfgError", "SimCfg", "load_cfg", "parse_cfg_text"]
 
@@ -20,16 +21,10 @@ class CfgError(Exception):
 
 
 def parse_cfg_text(text: str) -> dict[str, str]:
-    values: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if "=" not in line:
-            raise CfgError(f"Could not parse line in config: {raw}")
-        key, value = (part.strip() for part in line.split("=", 1))
-        values[key] = value
-    return values
+    try:
+        return _parse(text)
+    except CfgParseError as exc:
+        raise CfgError(f"Could not parse line in config: {exc}") from None
 
 
 @dataclass

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kgserve.protocol import dump_compact
-from kgserve.sim.cfgkeys import is_known_key
+from kgserve._nlohmann import nlohmann_int
+from kgserve.katago_cfg import is_known_key
+from kgserve.protocol import dump_compact, override_visits
 from kgserve.sim.rules import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player, parse_rules
 
 __all__ = ["Defaults", "Request", "error_for", "parse_query", "warning_for"]
@@ -127,7 +128,7 @@ def _get_int_list(value: Any, field: str, message: str) -> list[int]:
     """nlohmann get<vector<int>>: an array of numbers or booleans (floats truncate), else a type error."""
     if not isinstance(value, list) or not all(type(v) in (int, float, bool) for v in value):
         raise _Fail(field, message)
-    return [int(v) for v in value]
+    return [nlohmann_int(v) for v in value]
 
 
 def _integer(body: dict[str, Any], field: str, lo: int, hi: int, message: str) -> int:
@@ -257,8 +258,9 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
         unknown = sorted(key for key in settings if not is_known_key(key))
         if unknown:
             emit(warning_for(caller_id, "overrideSettings", "Unknown config params: " + ",".join(unknown)))
-        if _is_int(settings.get("maxVisits")) and settings["maxVisits"] >= 1:
-            max_visits = settings["maxVisits"]
+        override = override_visits(settings)
+        if override is not None:
+            max_visits = override
     if "maxVisits" in body:
         max_visits = _integer(body, "maxVisits", 1, 1 << 50, "Must be an integer from 1 to 2^50")
     pv_len = defaults.pv_len

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.engine import AbortTimeout, Engine, EngineDied, EngineSpec, EngineStartupError
+from kgserve.engine import Engine, EngineSpec
+from kgserve.engine_errors import AbortTimeout, EngineDied, EngineStartupError
 from kgserve.procutil import pid_alive
 
 from .conftest import REFERENCE, make_query
@@ -211,3 +212,16 @@ async def test_close_settles_everything(fake_spec: Spec) -> None:
     with pytest.raises(EngineDied):
         await asyncio.wait_for(stuck.collect(), 1)
     assert engine.pending == 0 and engine.outstanding_visits == 0
+
+
+async def test_stderr_sink_gets_every_stderr_line_instead_of_the_log(
+    fake_spec: Spec, caplog: pytest.LogCaptureFixture
+) -> None:
+    lines: list[tuple[str, str]] = []
+    caplog.set_level("INFO", logger="kgserve.engine")
+    engine = await started(fake_spec(label="engine[3]", stderr_sink=lambda label, line: lines.append((label, line))))
+    await engine.close(5)
+    assert ("engine[3]", "2026-11-22 05:27:07+0000: KataGo v1.17.2 (fake)") in lines
+    assert any("Started, ready to begin handling requests" in line for _, line in lines)
+    assert list(engine.stderr_tail) == [line for _, line in lines][-len(engine.stderr_tail) :]
+    assert not [r for r in caplog.records if r.getMessage().startswith("engine[3] stderr: ")]  # the sink took them

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.engine import EngineDied, EngineSpec
-from kgserve.pool import EnginePool, NoEngineReady, cfg_max_visits
+from kgserve.engine import EngineSpec
+from kgserve.engine_errors import EngineDied, NoEngineReady
+from kgserve.pool import EnginePool, cfg_max_visits
 from kgserve.procutil import pid_alive
 
 from .conftest import REFERENCE, fake_argv, make_query, pool_settings

@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.engine import READY_TEXT, EngineDied
+from kgserve.engine import READY_TEXT
+from kgserve.engine_errors import EngineDied
 from kgserve.pool import EnginePool
 from kgserve.procutil import pid_alive
 from kgserve.protocol import Query, classify_line, line_kind, locate_id
+from kgserve.settings import Settings
 
 from .conftest import REFERENCE, make_query, pool_settings
 
@@ -30,7 +32,7 @@ SLOW = {"moves": [["B", "Q4"]], "rules": "chinese", "komi": 7.5, "boardXSize": 1
 
 
 @pytest.fixture
-async def sim_pool() -> AsyncIterator[EnginePool]:
+async def engine_pool() -> AsyncIterator[EnginePool]:
     pool = EnginePool(pool_settings(1), env=SIM_ENV)
     await pool.start()
     try:
@@ -48,8 +50,8 @@ def kinds(lines: list[bytes]) -> list[str]:
     return out
 
 
-async def test_status_of_a_simulated_engine(sim_pool: EnginePool) -> None:
-    status = sim_pool.status()
+async def test_status_of_a_simulated_engine(engine_pool: EnginePool) -> None:
+    status = engine_pool.status()
     assert status["ready"] and status["simulated"]
     assert "sim" in status["katago_version"]
     assert status["model"] == "kgsim-b40c768.bin.gz"
@@ -58,10 +60,10 @@ async def test_status_of_a_simulated_engine(sim_pool: EnginePool) -> None:
     assert any(READY_TEXT in line for line in engine["last_stderr"])
 
 
-async def test_reference_samples(sim_pool: EnginePool) -> None:
+async def test_reference_samples(engine_pool: EnginePool) -> None:
     inputs = sorted((REFERENCE / "samples" / "inputs").glob("*.json"))
     queries = [make_query(path.read_text()) for path in inputs]
-    streams = [sim_pool.submit(query) for query in queries]
+    streams = [engine_pool.submit(query) for query in queries]
     for query, stream in zip(queries, streams, strict=True):
         lines = await asyncio.wait_for(stream.collect(), 60)
         assert kinds(lines) == ["final"] * query.expected_finals
@@ -70,10 +72,10 @@ async def test_reference_samples(sim_pool: EnginePool) -> None:
         turns = query.body.get("analyzeTurns")
         if turns:
             assert sorted(doc["turnNumber"] for doc in docs) == sorted(turns)
-    assert sim_pool.status()["engines"][0]["outstanding_visits"] == 0
+    assert engine_pool.status()["engines"][0]["outstanding_visits"] == 0
 
 
-async def test_engine_error_and_warning_lines_are_katagos(sim_pool: EnginePool) -> None:
+async def test_engine_error_and_warning_lines_are_katagos(engine_pool: EnginePool) -> None:
     expected: dict[str, list[bytes]] = {}
     for line in (REFERENCE / "protocol" / "errors.out.jsonl").read_bytes().splitlines():
         doc = json.loads(line)
@@ -85,7 +87,7 @@ async def test_engine_error_and_warning_lines_are_katagos(sim_pool: EnginePool) 
         if isinstance(item := classify_line(raw), Query)
     ]
     assert len(queries) == 9
-    streams = [sim_pool.submit(query) for query in queries]
+    streams = [engine_pool.submit(query) for query in queries]
     for query, stream in zip(queries, streams, strict=True):
         lines = await asyncio.wait_for(stream.collect(), 60)
         want = expected[query.caller_id]
@@ -95,11 +97,13 @@ async def test_engine_error_and_warning_lines_are_katagos(sim_pool: EnginePool) 
             assert lines == want, query.caller_id
 
 
-async def test_same_id_concurrent_queries_stay_apart(sim_pool: EnginePool) -> None:
+async def test_same_id_concurrent_queries_stay_apart(engine_pool: EnginePool) -> None:
     moves = [["B", "Q4"], ["W", "D4"], ["B", "Q16"], ["W", "D16"], ["B", "C3"], ["W", "R17"]]
     turn_sets = [sorted({(i + k * 3) % 7 for k in range(1 + i % 3)}) for i in range(40)]
     streams = [
-        sim_pool.submit(make_query({**SLOW, "id": "dup", "moves": moves, "maxVisits": 20 + i, "analyzeTurns": turns}))
+        engine_pool.submit(
+            make_query({**SLOW, "id": "dup", "moves": moves, "maxVisits": 20 + i, "analyzeTurns": turns})
+        )
         for i, turns in enumerate(turn_sets)
     ]
     results = await asyncio.wait_for(asyncio.gather(*(stream.collect() for stream in streams)), 120)
@@ -109,42 +113,44 @@ async def test_same_id_concurrent_queries_stay_apart(sim_pool: EnginePool) -> No
         assert sorted(doc["turnNumber"] for doc in docs) == turns
 
 
-async def test_during_search_then_one_final(sim_pool: EnginePool) -> None:
+async def test_during_search_then_one_final(engine_pool: EnginePool) -> None:
     body = json.loads((REFERENCE / "protocol" / "during_search.in.jsonl").read_text())
-    lines = await asyncio.wait_for(sim_pool.submit(make_query(body)).collect(), 60)
+    lines = await asyncio.wait_for(engine_pool.submit(make_query(body)).collect(), 60)
     assert kinds(lines)[-1] == "final" and set(kinds(lines)[:-1]) <= {"partial"}
 
 
-async def test_abort_returns_the_partial_result(sim_pool: EnginePool) -> None:
-    stream = sim_pool.submit(make_query({**SLOW, "id": "long", "maxVisits": 10_000_000}))
+async def test_abort_returns_the_partial_result(engine_pool: EnginePool) -> None:
+    stream = engine_pool.submit(make_query({**SLOW, "id": "long", "maxVisits": 10_000_000}))
     await asyncio.sleep(0.3)
     began = time.monotonic()
-    sim_pool.abort(stream)
+    engine_pool.abort(stream)
     lines = await asyncio.wait_for(stream.collect(), 30)
     assert kinds(lines)[-1] == "final" and json.loads(lines[-1])["id"] == "long"
     assert time.monotonic() - began < 5
 
 
-async def test_sigkill_then_restart(sim_pool: EnginePool) -> None:
-    streams = [sim_pool.submit(make_query({**SLOW, "id": f"q{i}", "maxVisits": 10_000_000})) for i in range(3)]
-    pid = sim_pool.status()["engines"][0]["pid"]
+async def test_sigkill_then_restart(engine_pool: EnginePool) -> None:
+    streams = [engine_pool.submit(make_query({**SLOW, "id": f"q{i}", "maxVisits": 10_000_000})) for i in range(3)]
+    pid = engine_pool.status()["engines"][0]["pid"]
     os.kill(pid, signal.SIGKILL)
     for stream in streams:
         with pytest.raises(EngineDied):
             await asyncio.wait_for(stream.collect(), 10)
-    await sim_pool.wait_ready(60)
-    engine = sim_pool.status()["engines"][0]
+    await engine_pool.wait_ready(60)
+    engine = engine_pool.status()["engines"][0]
     assert engine["restarts"] == 1 and engine["pid"] != pid
-    lines = await asyncio.wait_for(sim_pool.submit(make_query({**SLOW, "id": "after", "maxVisits": 5})).collect(), 30)
+    lines = await asyncio.wait_for(
+        engine_pool.submit(make_query({**SLOW, "id": "after", "maxVisits": 5})).collect(), 30
+    )
     assert kinds(lines) == ["final"]
 
 
-async def test_close_terminates_running_queries() -> None:
-    pool = EnginePool(pool_settings(2), env=SIM_ENV)
+async def check_close_terminates_running_queries(pool: EnginePool, count: int) -> None:
+    """close() while `count` endless queries run: terminate_all gives each KataGo's final (partial) line."""
     await pool.start()
     await pool.wait_ready(60)
     pids = [engine["pid"] for engine in pool.status()["engines"]]
-    streams = [pool.submit(make_query({**SLOW, "id": f"q{i}", "maxVisits": 10_000_000})) for i in range(4)]
+    streams = [pool.submit(make_query({**SLOW, "id": f"q{i}", "maxVisits": 10_000_000})) for i in range(count)]
     await asyncio.sleep(0.2)
     await asyncio.wait_for(pool.close(10), 60)
     for stream in streams:  # terminate_all: each got KataGo's final (partial) line, not EngineDied
@@ -155,21 +161,40 @@ async def test_close_terminates_running_queries() -> None:
         assert engine["state"] == "stopped" and any("NN rows" in line for line in engine["last_stderr"])
 
 
-async def test_missing_model_crash_loop(tmp_path: Path) -> None:
-    settings = pool_settings(1, restart_backoff_initial_s=0.3, restart_backoff_max_s=0.6)
-    sim = settings.engine.backends["sim"].model_copy(update={"model": tmp_path / "missing.bin.gz"})
-    engine = settings.engine.model_copy(update={"backends": {**settings.engine.backends, "sim": sim}})
-    pool = EnginePool(settings.model_copy(update={"engine": engine}), env=SIM_ENV)
+async def test_close_terminates_running_queries() -> None:
+    await check_close_terminates_running_queries(EnginePool(pool_settings(2), env=SIM_ENV), 4)
+
+
+async def check_missing_model_crash_loop(
+    settings: Settings, missing: Path, env: dict[str, str] | None, exit_status: str
+) -> None:
+    """The backend's model file is gone: the engine aborts before it is ready, again and again; the pool's reason
+    gives the `exit_status` (a real KataGo dies of SIGABRT: "status -6"; its shell transcript says 134)."""
+    settings = settings.model_copy(
+        update={
+            "engine": settings.engine.model_copy(
+                update={"restart_backoff_initial_s": 0.3, "restart_backoff_max_s": 0.6}
+            )
+        }
+    )
+    backend = settings.engine.backend
+    changed = settings.engine.backends[backend].model_copy(update={"model": missing})
+    engine = settings.engine.model_copy(update={"backends": {**settings.engine.backends, backend: changed}})
+    pool = EnginePool(settings.model_copy(update={"engine": engine}), env=env)
     await pool.start()
     try:
         await asyncio.sleep(2.5)
         status = pool.status()
         slot = status["engines"][0]
-        assert not status["ready"] and "134" in status["reason"]
+        assert not status["ready"] and f"status {exit_status}" in status["reason"]
         assert slot["restarts"] <= 6  # 2.5 s with backoff 0.3, 0.6, 0.6, ...: no busy loop
-        assert any("missing.bin.gz" in line for line in slot["last_stderr"])
+        assert any(missing.name in line for line in slot["last_stderr"])
     finally:
         await asyncio.wait_for(pool.close(1), 30)
+
+
+async def test_missing_model_crash_loop(tmp_path: Path) -> None:
+    await check_missing_model_crash_loop(pool_settings(1), tmp_path / "missing.bin.gz", SIM_ENV, "134")
 
 
 async def test_mixed_load_with_aborts_and_a_crash_settles_every_stream() -> None:

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 import uvicorn
 
-from kgserve.cli import bind_socket
+from kgserve.cli import bind_socket, uvicorn_config
+from kgserve.engine_errors import EngineDied
 from kgserve.protocol import Query
-from kgserve.querystream import EngineDied
 from kgserve.settings import Settings, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,7 +49,8 @@ def settings_factory() -> Callable[..., Settings]:
 async def serving(app: Any) -> AsyncIterator[str]:
     """A real uvicorn serving `app` on 127.0.0.1:<free port>, in this event loop."""
     sock = bind_socket("127.0.0.1", 0)
-    config = uvicorn.Config(app, log_config=None, lifespan="on", timeout_graceful_shutdown=5)
+    config = uvicorn_config(app, app.state.kgserve.settings)
+    config.timeout_graceful_shutdown = 5
     server = uvicorn.Server(config)
     server.capture_signals = _no_signals  # type: ignore[method-assign]
     task = asyncio.create_task(server.serve(sockets=[sock]))
@@ -164,7 +165,7 @@ class ScriptedPool:
         for stream in self.streams:
             if stream.task is not None and not stream.task.done():
                 stream.task.cancel()
-                stream.lines.put_nowait(EngineDied("engine 0 exited with signal 9"))
+                stream.lines.put_nowait(EngineDied("engine 0 exited with signal 9", exit_code=-9))
 
 
 @pytest.fixture

@@ -47,11 +47,11 @@ def test_document_validates_and_documents_analysis(settings_factory: Any, auth: 
     assert list(_examples(document, "200").values()) == [json.loads(answer)]
     assert {p["name"] for p in post["parameters"]} == {"X-Deadline-Ms", "X-Request-ID"}
     responses = post["responses"]
-    codes = {"200", "400", "413", "429", "503"} | ({"401"} if auth else set())
+    codes = {"200", "400", "408", "413", "429", "503"} | ({"401"} if auth else set())
     assert set(responses) == codes
     assert {"X-Request-ID", "X-Visits-Clamped", "X-Deadline-Exceeded"} <= set(responses["200"]["headers"])
     assert "Retry-After" in responses["429"]["headers"] and "Retry-After" in responses["503"]["headers"]
-    for code in codes - {"401"}:
+    for code in codes - {"401", "408"}:
         assert NDJSON in responses[code]["content"]
     assert set(document["paths"]) == {"/analysis", "/healthz", "/readyz", "/metrics"}
     assert ("security" in post) is auth and ("security" in document["paths"]["/metrics"]["get"]) is auth

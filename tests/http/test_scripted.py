@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from kgserve import analysis
 from kgserve.app import create_app
 
 QUERY = {"id": "q", "moves": [], "rules": "chinese", "komi": 7.5, "boardXSize": 9, "boardYSize": 9, "maxVisits": 10}
@@ -94,11 +93,10 @@ async def test_deadline_after_headers_appends_a_warning_line(
 
 
 async def test_engine_that_never_answers_terminate_does_not_hang(
-    settings_factory: Any, serve: Any, pool_class: Any, monkeypatch: pytest.MonkeyPatch
+    settings_factory: Any, serve: Any, pool_class: Any
 ) -> None:
-    monkeypatch.setattr(analysis, "TERMINATE_GRACE_S", 0.3)
     pool = pool_class(ignore_abort=True)
-    app = create_app(settings_factory(), pool_factory=lambda s: pool)
+    app = create_app(settings_factory(limits={"terminate_grace_s": 0.3}), pool_factory=lambda s: pool)
     async with serve(app) as url, httpx.AsyncClient(base_url=url, timeout=30) as client:
         response = await client.post("/analysis", content=body(maxVisits=60_000), headers={"X-Deadline-Ms": "100"})
     assert response.status_code == 503

@@ -142,20 +142,21 @@ def _concurrent_query(k: int) -> tuple[str, tuple[int, int], bytes]:
     return caller_id, turns, json.dumps(query).encode()
 
 
-@pytest.mark.slow
-def test_thousand_concurrent_requests_each_get_their_own(server: Any) -> None:
+def check_concurrent_requests(url: str, count: int) -> None:
+    """`count` requests at once, half of them under one shared id, the rest under ids that look like kgserve's
+    internal ones; each must get exactly its own two turns back under its own id."""
     import aiohttp
 
-    requests = [_concurrent_query(k) for k in range(1000)]
-    assert len({turns for _, turns, _ in requests}) == 1000
+    requests = [_concurrent_query(k) for k in range(count)]
+    assert len({turns for _, turns, _ in requests}) == count
 
     async def run() -> list[tuple[int, bytes]]:
-        connector = aiohttp.TCPConnector(limit=1000)
+        connector = aiohttp.TCPConnector(limit=count)
         timeout = aiohttp.ClientTimeout(total=300)
         async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
 
             async def one(body: bytes) -> tuple[int, bytes]:
-                async with session.post(server.url + "/analysis", data=body) as response:
+                async with session.post(url + "/analysis", data=body) as response:
                     return response.status, await response.read()
 
             return await asyncio.gather(*(one(body) for _, _, body in requests))
@@ -168,7 +169,13 @@ def test_thousand_concurrent_requests_each_get_their_own(server: Any) -> None:
         assert sorted(line["turnNumber"] for line in lines) == sorted(turns)
 
 
-def test_partial_lines_stream_as_they_are_produced(server: Any) -> None:
+@pytest.mark.slow
+def test_thousand_concurrent_requests_each_get_their_own(server: Any) -> None:
+    check_concurrent_requests(server.url, 1000)
+
+
+def check_partial_lines(url: str, visits: int, every: float) -> None:
+    """A search of `visits` with reportDuringSearchEvery=`every` streams partial lines before its one final line."""
     query = {
         "id": "live",
         "moves": [],
@@ -176,11 +183,11 @@ def test_partial_lines_stream_as_they_are_produced(server: Any) -> None:
         "komi": 7.5,
         "boardXSize": 19,
         "boardYSize": 19,
-        "maxVisits": 30_000,
-        "reportDuringSearchEvery": 0.5,
+        "maxVisits": visits,
+        "reportDuringSearchEvery": every,
     }
     arrivals: list[tuple[float, dict[str, Any]]] = []
-    with httpx.stream("POST", server.url + "/analysis", content=json.dumps(query).encode(), timeout=60) as response:
+    with httpx.stream("POST", url + "/analysis", content=json.dumps(query).encode(), timeout=60) as response:
         assert response.status_code == 200
         for line in response.iter_lines():
             if line:
@@ -189,6 +196,10 @@ def test_partial_lines_stream_as_they_are_produced(server: Any) -> None:
     assert kinds[-1] is False and kinds.count(False) == 1 and kinds.count(True) >= 2, kinds
     assert all(line["id"] == "live" for _, line in arrivals)
     assert arrivals[-1][0] - arrivals[0][0] > 0.2, "partial lines arrived together with the final one"
+
+
+def test_partial_lines_stream_as_they_are_produced(server: Any) -> None:
+    check_partial_lines(server.url, 30_000, 0.5)
 
 
 def test_several_queries_in_one_body_keep_their_ids(server: Any) -> None:

@@ -14,11 +14,11 @@ from kgbench.enginebench.run import (
     EngineBenchError,
     EngineBenchRun,
     parse_benchmark_output,
-    parse_cfg_keys,
     render_benchmark_cfg,
     run_engine_benchmark,
     trt_cache_status,
 )
+from kgserve.katago_cfg import parse_cfg_text
 
 REF = Path(__file__).resolve().parents[1] / "data" / "katago-reference"
 RECORDED = REF / "benchmark" / "benchmark.stdout.log"
@@ -56,16 +56,16 @@ def test_parser_without_recommendation_falls_back_to_elo() -> None:
 
 
 def test_render_benchmark_cfg_is_gtp_style() -> None:
-    analysis = parse_cfg_keys((REF / "analysis.cfg").read_text())
+    analysis = parse_cfg_text((REF / "analysis.cfg").read_text())
     assert analysis["numAnalysisThreads"] == "4"
     text = render_benchmark_cfg(analysis, threads=[1, 2, 8], home_data_dir="/data/home")
-    keys = parse_cfg_keys(text)
+    keys = parse_cfg_text(text)
     assert keys["numSearchThreads"] == "8"
     assert keys["homeDataDir"] == "/data/home"
     assert keys["nnMaxBatchSize"] == "16"
     for key in ("numAnalysisThreads", "numSearchThreadsPerAnalysisThread", "maxVisits"):
         assert key not in keys
-    assert parse_cfg_keys(render_benchmark_cfg({"numSearchThreads": 3, "x": True}, threads=[8])) == {
+    assert parse_cfg_text(render_benchmark_cfg({"numSearchThreads": 3, "x": True}, threads=[8])) == {
         "numSearchThreads": "3",
         "x": "true",
     }

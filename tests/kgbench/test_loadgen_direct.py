@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from kgbench.load.direct import DirectSender, open_pool
 from kgbench.load.generator import DirectTarget, LoadSettings, run_load
+from kgbench.load.senders import DirectSender
 from kgbench.load.traffic import QuerySource
-from kgserve.engine import EngineDied
-from kgserve.pool import NoEngineReady
+from kgbench.targets.pool import open_pool
+from kgserve.engine_errors import EngineDied, NoEngineReady
 from kgserve.protocol import Query
 from kgserve.settings import load_settings
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from kgserve.katago_cfg import KNOWN_ANALYSIS_KEYS, is_known_key
 from kgserve.sim.cfgfile import parse_cfg_text
-from kgserve.sim.cfgkeys import KNOWN_ANALYSIS_KEYS, is_known_key
 from kgserve.sim.queries import Defaults, Request, parse_query
 from kgserve.sim.responses import F64, dumps
 from kgserve.sim.rules import BLACK, EMPTY, WHITE, parse_loc, parse_rules

@@ -1,0 +1,227 @@
+"""uvicorn's httptools protocol with the connection limits uvicorn lacks (server.* in runtime/config.yaml).
+
+uvicorn bounds nothing a client sends before a request is complete: no time limit for headers or a
+body, and with httptools (its fast parser, kept here) no header size limit. `guarded_protocol(limits)`
+is a protocol class for uvicorn.Config(http=...) that:
+
+- closes a connection whose request headers are not complete `header_timeout_s` after it opened, or
+  after the first byte of a later request (408 when part of a request came, nothing when none did);
+- answers 400 and closes when a request's line and headers pass `max_header_bytes` (counted here, on
+  the bytes received, pipelined requests included, before the parser buffers them);
+- answers 408 and closes when a body is not complete `body_timeout_s` after its headers; the app
+  sees a disconnect (and `scope["state"]["kgserve_timeout"] == "body"`);
+- resets a connection whose client has taken none of the response for `send_timeout_s` (the
+  transport's buffer stays above its high-water mark): its app sees a disconnect, and nothing waits
+  on a blocked send any more;
+- offers the app `scope["extensions"]["kgserve.connection"]["abort"]`, to drop a client at once.
+
+Idle keep-alive connections are closed by uvicorn after `keep_alive_timeout_s`. (h11 would add its own
+header bound and HTTP/1.0 framing, but costs about 140 µs more CPU per request: kgserve.analysis frames
+HTTP/1.0 responses itself.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from kgserve.settings import ServerSettings
+
+__all__ = [
+    "CONNECTION_EXTENSION",
+    "ConnectionLimits",
+    "GuardedProtocol",
+    "abort_connection",
+    "body_timeout_text",
+    "guarded_protocol",
+]
+
+CONNECTION_EXTENSION = "kgserve.connection"
+_HEAD_END = b"\r\n\r\n"
+_CLOSING = b"content-type: text/plain\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
+_REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\n" + _CLOSING
+_HEADERS_TOO_LARGE = b"HTTP/1.1 400 Bad Request\r\n" + _CLOSING
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    max_header_bytes: int = 16384
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    send_timeout_s: float = 30.0
+
+    @classmethod
+    def from_settings(cls, server: ServerSettings) -> ConnectionLimits:
+        return cls(
+            max_header_bytes=server.max_header_bytes,
+            header_timeout_s=server.header_timeout_s,
+            body_timeout_s=server.body_timeout_s,
+            send_timeout_s=server.send_timeout_s,
+        )
+
+
+def abort_connection(scope: Any) -> bool:
+    """Drop the request's connection at once (no flush); False when the server offers no way to."""
+    extension = (scope.get("extensions") or {}).get(CONNECTION_EXTENSION)
+    if not extension:
+        return False
+    abort: Callable[[], None] = extension["abort"]
+    abort()
+    return True
+
+
+def _body_timeout_message(seconds: float) -> str:
+    return f"request body not complete within {seconds:g}s (server.body_timeout_s)"
+
+
+def body_timeout_text(server: ServerSettings) -> str:
+    """The 408 body a client gets when its request body is late (documented in kgserve.openapi)."""
+    return _body_timeout_message(server.body_timeout_s)
+
+
+def _plain(template: bytes, text: str) -> bytes:
+    body = text.encode("ascii")
+    return template % (len(body), body)
+
+
+class GuardedProtocol(HttpToolsProtocol):
+    limits = ConnectionLimits()
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._guard_timer: asyncio.TimerHandle | None = None
+        self._stall_timer: asyncio.TimerHandle | None = None
+        self._head_bytes = 0  # bytes of the request head being received (no request in progress)
+        self._head_tail = b""
+        self._guarded_cycle: Any = None
+        self._arm(self.limits.header_timeout_s, self._header_timeout)
+
+    # -- timers --------------------------------------------------------------------------------------
+    def _arm(self, seconds: float, callback: Callable[[], None]) -> None:
+        self._disarm()
+        self._guard_timer = self.loop.call_later(seconds, callback)
+
+    def _disarm(self) -> None:
+        if self._guard_timer is not None:
+            self._guard_timer.cancel()
+            self._guard_timer = None
+
+    def _idle(self) -> bool:
+        """No request in progress (its response is complete): the connection waits for a new request."""
+        return self.cycle is None or self.cycle.response_complete
+
+    def _in_head(self) -> bool:
+        """The current request is fully received: the next bytes are a new (maybe pipelined) request's head."""
+        return self.cycle is None or not self.cycle.more_body
+
+    def _header_timeout(self) -> None:
+        self._guard_timer = None
+        if self.transport.is_closing():
+            return
+        if self._head_bytes:
+            message = f"request headers not complete within {self.limits.header_timeout_s:g}s (server.header_timeout_s)"
+            self.transport.write(_plain(_REQUEST_TIMEOUT, message))
+        self.transport.close()
+
+    def _body_timeout(self) -> None:
+        self._guard_timer = None
+        cycle = self.cycle
+        if self.transport.is_closing() or cycle is None or not cycle.more_body:
+            return
+        cycle.scope["state"]["kgserve_timeout"] = "body"
+        if not cycle.response_started:
+            self.transport.write(_plain(_REQUEST_TIMEOUT, _body_timeout_message(self.limits.body_timeout_s)))
+        cycle.disconnected = True  # the app's receive says http.disconnect, its sends are dropped
+        cycle.message_event.set()
+        self.transport.close()
+
+    def _stalled(self) -> None:
+        self._stall_timer = None
+        self._reset()
+
+    def _reset(self) -> None:
+        """Drop the connection with a TCP reset: a plain close would keep what the client did not read in
+        the kernel's send buffer (and the client would see nothing until it read it all)."""
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        if self.cycle is not None and not self.cycle.response_complete:
+            self.cycle.disconnected = True  # now, not when connection_lost runs: the app may return at once
+            self.cycle.message_event.set()
+        self.transport.abort()
+
+    # -- protocol events -----------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        if self._idle() and self._guard_timer is None:  # the first byte of a request after a keep-alive pause
+            self._arm(self.limits.header_timeout_s, self._header_timeout)
+        if self._in_head() and self._head_too_large(data):
+            return
+        super().data_received(data)
+        self._follow()
+
+    def _head_too_large(self, data: bytes) -> bool:
+        window = self._head_tail + data
+        end = window.find(_HEAD_END)
+        size = self._head_bytes + (len(data) if end < 0 else end + len(_HEAD_END) - len(self._head_tail))
+        if size > self.limits.max_header_bytes:
+            self._disarm()
+            message = f"request line and headers over {self.limits.max_header_bytes} bytes (server.max_header_bytes)"
+            self.transport.write(_plain(_HEADERS_TOO_LARGE, message))
+            self.transport.close()
+            return True
+        self._head_bytes = size if end < 0 else 0
+        self._head_tail = window[-3:] if end < 0 else b""
+        return False
+
+    def _follow(self) -> None:
+        """After the parser has run: a new request's headers are complete, or its body is."""
+        cycle = self.cycle
+        if cycle is None:
+            return
+        if cycle is not self._guarded_cycle:  # a new request's headers are complete
+            self._guarded_cycle = cycle
+            self._head_bytes = 0
+            self._head_tail = b""
+            extensions = cycle.scope.setdefault("extensions", {})
+            extensions[CONNECTION_EXTENSION] = {"abort": self._reset}
+            if cycle.more_body:
+                self._arm(self.limits.body_timeout_s, self._body_timeout)
+            else:
+                self._disarm()
+        elif not cycle.more_body and not self._idle():
+            self._disarm()  # its body is complete: from here the request's own deadline governs
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._follow()  # a pipelined request may have started
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self._stall_timer is None:
+            self._stall_timer = self.loop.call_later(self.limits.send_timeout_s, self._stalled)
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+        super().connection_lost(exc)
+
+
+def guarded_protocol(limits: ConnectionLimits) -> type[GuardedProtocol]:
+    """The protocol class for uvicorn.Config(http=...), with these limits."""
+    return type("KgserveProtocol", (GuardedProtocol,), {"limits": limits})

@@ -1,0 +1,67 @@
+"""The import layering of pyproject.toml's [tool.importlinter] contracts, checked by the real `lint-imports`:
+kgserve never imports kgbench or mlflow, the sim stays out of kgserve's web layer, kgbench's stages import one
+way, and neither package has an import cycle. Also: kgbench keeps no function-local import of its own modules
+or kgserve's (such imports are how cycles hide)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+PROJECT = {"kgserve", "kgbench"}
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache"], cwd=root, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_every_contract_is_kept() -> None:
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    done = _lint_imports(REPO)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"Contracts: {len(contracts)} kept, 0 broken." in done.stdout
+
+
+def test_a_forbidden_import_breaks_the_check(tmp_path: Path) -> None:
+    for name in ("kgserve", "kgbench"):
+        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    protocol = tmp_path / "kgserve" / "protocol.py"
+    protocol.write_text(protocol.read_text() + "\nimport kgbench.decide.selection  # noqa\n")
+    selection = tmp_path / "kgbench" / "decide" / "selection.py"
+    selection.write_text(selection.read_text() + "\nimport kgbench.sweep.state  # noqa\n")
+    done = _lint_imports(tmp_path)
+    assert done.returncode != 0
+    assert "Contracts: 3 kept, 2 broken." in done.stdout, done.stdout
+
+
+def _function_local_imports(path: Path) -> list[str]:
+    found = []
+    for func in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(func):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            found += [f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names if n.split(".")[0] in PROJECT]
+    return found
+
+
+def test_kgbench_has_no_function_local_import_of_project_modules() -> None:
+    found = [hit for path in sorted((REPO / "kgbench").rglob("*.py")) for hit in _function_local_imports(path)]
+    assert found == []
