@@ -26,6 +26,7 @@ PER_CONNECTION = 4
 RECV_S = 30.0
 UNTIL_S = 60.0
 POLL_S = 0.1
+HEADER_TIMEOUT_S = 1.0
 pytestmark = pytest.mark.slow
 
 QUERY = {
@@ -49,7 +50,8 @@ def ponder(caller_id: str, **extra: Any) -> dict[str, Any]:
 def server(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve_process: Any) -> Iterator[Any]:
     config = config_writer(
         tmp_path_factory.mktemp("kgserve"),
-        server={"auth_token_env": "KGSERVE_WS_TEST_TOKEN"},
+        # a short header timeout: the HTTP connection limits must not reach a connection once it is a WebSocket
+        server={"auth_token_env": "KGSERVE_WS_TEST_TOKEN", "header_timeout_s": HEADER_TIMEOUT_S},
         limits={"max_visits": 100_000},
         websocket={"max_inflight_per_connection": PER_CONNECTION, "send_buffer_bytes": 65536},
     )
@@ -173,6 +175,13 @@ async def test_terminate_acts_on_this_connection_only(server: Any) -> None:
         lines = await until(theirs, final("q"))
         assert {"action": "terminate_all", "id": "all"} in lines
     await wait_idle(server)
+
+
+async def test_an_idle_connection_outlives_the_http_timeouts(server: Any) -> None:
+    async with session(server) as ws:
+        await asyncio.sleep(HEADER_TIMEOUT_S * 3)  # KaTrain keeps its connection open, mostly idle, for hours
+        await ws.send(json.dumps(query("later", 20)))
+        await until(ws, final("later"))
 
 
 async def test_terminate_ack_is_katagos_bytes(server: Any) -> None:
