@@ -227,12 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="short phases (a smoke run, not figures)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--measure-s", type=float, help="seconds of measurement under load")
+    parser.add_argument("--threads", type=int, help="numAnalysisThreads of the engine (default 2)")
     args = parser.parse_args(argv)
     plan = KATAGO if args.engine == "katago" else Plan()
     if args.quick:
         plan = replace(plan, idle_queries=QUICK.idle_queries, warmup_s=QUICK.warmup_s, measure_s=QUICK.measure_s)
     if args.measure_s:
         plan = replace(plan, measure_s=args.measure_s)
+    if args.threads:
+        plan = replace(plan, threads=args.threads, batch_clients=max(plan.batch_clients, 3 * args.threads))
     results = run(args.engine, plan)
     print(machine_line().replace("simulated engine", f"{args.engine} engine"))
     print()
