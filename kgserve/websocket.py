@@ -4,7 +4,8 @@
   (never logged, see kgserve.logredact); a wrong or missing one gets HTTP 401 instead of the upgrade.
   `priority_class=interactive|batch` picks the connection's class (default: priority.websocket_default);
   an unknown class gets HTTP 400.
-- Each text (or binary) message is one JSON query or JSON lines, read as POST /analysis reads a body.
+- Each text (or binary) message is one JSON query or JSON lines, read as POST /analysis reads a body; a
+  message over limits.max_body_bytes closes the connection (1009).
   Each line KataGo writes comes back as its own text message, the caller's id restored, byte for byte as
   over /analysis; kgserve's own lines (refusals, warnings, acknowledgements) have KataGo's shape.
 - Actions act on this connection's queries only: `terminate` (`terminateId`, optional `turnNumbers`)

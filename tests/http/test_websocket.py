@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosedError, InvalidStatus
 
 REPO = Path(__file__).resolve().parents[2]
 REFERENCE = REPO / "tests" / "data" / "katago-reference"
@@ -182,6 +182,14 @@ async def test_an_idle_connection_outlives_the_http_timeouts(server: Any) -> Non
         await asyncio.sleep(HEADER_TIMEOUT_S * 3)  # KaTrain keeps its connection open, mostly idle, for hours
         await ws.send(json.dumps(query("later", 20)))
         await until(ws, final("later"))
+
+
+async def test_a_message_over_the_body_limit_closes_the_connection(server: Any) -> None:
+    async with session(server) as ws:
+        await ws.send(json.dumps(query("huge", 10, padding="x" * (1 << 20))))  # limits.max_body_bytes: 1 MiB
+        with pytest.raises(ConnectionClosedError) as closed:
+            await ws.recv()
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009  # message too big
 
 
 async def test_terminate_ack_is_katagos_bytes(server: Any) -> None:
