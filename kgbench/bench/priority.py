@@ -27,7 +27,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import httpx
@@ -59,10 +59,19 @@ class Plan:
     idle_queries: int = 20
     warmup_s: float = 5.0
     measure_s: float = 40.0
+    rounds: int = 1  # (off, on) pairs, interleaved
 
 
 QUICK = Plan(idle_queries=8, warmup_s=2.0, measure_s=12.0)
-KATAGO = Plan(interactive_visits=32, batch_visits=32, batch_clients=6, interactive_per_s=0.5, measure_s=60.0)
+KATAGO = Plan(
+    interactive_visits=32,
+    batch_visits=32,
+    batch_clients=6,
+    interactive_per_s=0.5,
+    idle_queries=10,
+    measure_s=30.0,
+    rounds=3,
+)
 
 
 @dataclass
@@ -75,6 +84,7 @@ class ModeResult:
     interactive_samples: int
     batch_per_s: float
     batch_finished: int
+    load_average: float  # highest 1-min load average of the machine seen after a loaded phase
 
 
 def engine_settings(engine: str, cfg: Path, classes: bool) -> tuple[Settings, dict[str, str]]:
@@ -161,43 +171,64 @@ class Load:
         await self.client.aclose()
 
 
-async def measure(url: str, plan: Plan, classes: bool) -> ModeResult:
+@dataclass
+class Samples:
+    """One mode's raw figures, summed over its rounds."""
+
+    idle_ms: list[float] = field(default_factory=list)
+    loaded_ms: list[float] = field(default_factory=list)
+    batch_finished: int = 0
+    seconds: float = 0.0
+    load_averages: list[float] = field(default_factory=list)  # the machine's 1-min load after each loaded phase
+
+    def result(self, classes: bool) -> ModeResult:
+        idle_p50, _, idle_p99, _ = latency_stats(self.idle_ms)
+        loaded_p50, _, loaded_p99, _ = latency_stats(self.loaded_ms)
+        return ModeResult(
+            classes=classes,
+            idle_p50_ms=idle_p50,
+            idle_p99_ms=idle_p99,
+            loaded_p50_ms=loaded_p50,
+            loaded_p99_ms=loaded_p99,
+            interactive_samples=len(self.loaded_ms),
+            batch_per_s=self.batch_finished / self.seconds if self.seconds > 0 else math.nan,
+            batch_finished=self.batch_finished,
+            load_average=max(self.load_averages, default=math.nan),
+        )
+
+
+async def measure(url: str, plan: Plan, into: Samples) -> None:
     load = Load(url, plan)
     try:
         await load.one("interactive", plan.interactive_visits)  # warm: first query, caches, connections
-        idle = await load.idle()
+        into.idle_ms += await load.idle()
         latencies, done, seconds = await load.loaded()
     finally:
         await load.close()
-    idle_p50, _, idle_p99, _ = latency_stats(idle)
-    loaded_p50, _, loaded_p99, _ = latency_stats(latencies)
-    return ModeResult(
-        classes=classes,
-        idle_p50_ms=idle_p50,
-        idle_p99_ms=idle_p99,
-        loaded_p50_ms=loaded_p50,
-        loaded_p99_ms=loaded_p99,
-        interactive_samples=len(latencies),
-        batch_per_s=done / seconds if seconds > 0 else math.nan,
-        batch_finished=done,
-    )
+    into.loaded_ms += latencies
+    into.batch_finished += done
+    into.seconds += seconds
+    into.load_averages.append(os.getloadavg()[0])
 
 
 def run(engine: str, plan: Plan) -> list[ModeResult]:
-    results = []
+    """`plan.rounds` rounds of (classes off, classes on), interleaved so that a change in the machine's other
+    load hits both modes alike; a fresh kgserve for each."""
+    samples = {False: Samples(), True: Samples()}
     with tempfile.TemporaryDirectory(prefix="kgbench-priority-") as tmp:
         cfg = Path(tmp) / "priority_bench.cfg"
         cfg.write_text(CFG_TEXT.format(threads=plan.threads), encoding="utf-8")
         try:
-            for classes in (False, True):
-                settings, env = engine_settings(engine, cfg, classes)
-                with kgserve_running(settings, env, ready_timeout_s=180.0) as proc:
-                    assert proc.url is not None
-                    results.append(asyncio.run(measure(proc.url, plan, classes)))
-                print(f"# done: classes={'on' if classes else 'off'}", file=sys.stderr)
+            for round_index in range(plan.rounds):
+                for classes in (False, True):
+                    settings, env = engine_settings(engine, cfg, classes)
+                    with kgserve_running(settings, env, ready_timeout_s=180.0) as proc:
+                        assert proc.url is not None
+                        asyncio.run(measure(proc.url, plan, samples[classes]))
+                    print(f"# round {round_index + 1}: classes {'on' if classes else 'off'} done", file=sys.stderr)
         finally:
             cleanup_devices()
-    return results
+    return [samples[False].result(False), samples[True].result(True)]
 
 
 def table(engine: str, plan: Plan, results: list[ModeResult]) -> str:
@@ -205,18 +236,19 @@ def table(engine: str, plan: Plan, results: list[ModeResult]) -> str:
     lines = [
         f"Engine: {engine} · {plan.threads} analysis threads · interactive {plan.interactive_visits} visits at "
         f"{plan.interactive_per_s:g}/s · batch {plan.batch_visits} visits, {plan.batch_clients} in flight · "
-        f"measured {plan.measure_s:g} s after {plan.warmup_s:g} s",
+        f"measured {plan.measure_s:g} s after {plan.warmup_s:g} s, {plan.rounds} interleaved round(s) per mode",
         "",
         "| classes | idle p50 ms | idle p99 ms | loaded p50 ms | loaded p99 ms | p99 loaded/idle | "
-        "interactive n | batch q/s | batch vs no classes |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "interactive n | batch q/s | batch vs no classes | machine load |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         ratio = r.loaded_p99_ms / r.idle_p99_ms if r.idle_p99_ms else math.nan
         share = r.batch_per_s / without.batch_per_s if without and without.batch_per_s else math.nan
         lines.append(
             f"| {'on' if r.classes else 'off'} | {r.idle_p50_ms:.0f} | {r.idle_p99_ms:.0f} | {r.loaded_p50_ms:.0f} | "
-            f"{r.loaded_p99_ms:.0f} | {ratio:.2f}x | {r.interactive_samples} | {r.batch_per_s:.2f} | {share:.0%} |"
+            f"{r.loaded_p99_ms:.0f} | {ratio:.2f}x | {r.interactive_samples} | {r.batch_per_s:.2f} | {share:.0%} | "
+            f"{r.load_average:.1f} |"
         )
     return "\n".join(lines)
 
@@ -228,12 +260,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--measure-s", type=float, help="seconds of measurement under load")
     parser.add_argument("--threads", type=int, help="numAnalysisThreads of the engine (default 2)")
+    parser.add_argument("--rounds", type=int, help="interleaved (off, on) rounds (default: sim 1, katago 3)")
     args = parser.parse_args(argv)
     plan = KATAGO if args.engine == "katago" else Plan()
     if args.quick:
         plan = replace(plan, idle_queries=QUICK.idle_queries, warmup_s=QUICK.warmup_s, measure_s=QUICK.measure_s)
     if args.measure_s:
         plan = replace(plan, measure_s=args.measure_s)
+    if args.rounds:
+        plan = replace(plan, rounds=args.rounds)
     if args.threads:
         plan = replace(plan, threads=args.threads, batch_clients=max(plan.batch_clients, 3 * args.threads))
     results = run(args.engine, plan)

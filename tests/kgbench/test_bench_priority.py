@@ -11,14 +11,14 @@ from kgbench.bench.priority import ModeResult, Plan, engine_settings, run, table
 
 
 def result(classes: bool, p99: float, batch: float) -> ModeResult:
-    return ModeResult(classes, 100.0, 120.0, 150.0, p99, 10, batch, 50)
+    return ModeResult(classes, 100.0, 120.0, 150.0, p99, 10, batch, 50, 1.5)
 
 
 def test_table_states_the_targets_ratios() -> None:
     text = table("sim", Plan(), [result(False, 600.0, 4.0), result(True, 180.0, 3.9)])
     off, on = text.splitlines()[-2:]
     assert off.startswith("| off |") and "| 5.00x |" in off and "| 100% |" in off
-    assert on.startswith("| on |") and "| 1.50x |" in on and "| 98% |" in on
+    assert on.startswith("| on |") and "| 1.50x |" in on and "| 98% | 1.5 |" in on
 
 
 def test_the_katago_engine_needs_both_variables(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
