@@ -20,6 +20,7 @@ from omegaconf import DictConfig
 
 from kgbench.sweep import state
 from kgbench.sweep.job import context_from_hydra, run_job
+from kgbench.track.tracking import use_configured_uri
 
 __all__ = ["CONF_DIR", "hydra_job", "job_function", "main", "rewrite_overrides"]
 
@@ -43,6 +44,7 @@ def rewrite_overrides(args: Sequence[str], groups: set[str] | None = None) -> li
 
 def job_function(cfg: DictConfig) -> float:
     """The plain job function: run one job, never raise, return its req/s (NaN when it failed)."""
+    use_configured_uri(cfg.get("mlflow", {}).get("tracking_uri"))
     try:
         outcome = run_job(cfg, context_from_hydra())
     except KeyboardInterrupt:

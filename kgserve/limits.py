@@ -13,6 +13,10 @@ Everything here is decided before a query reaches the engine, and is visible to 
 - `analyzeTurns: []`: KataGo analyses no turn and writes no line at all for such a query, so nothing could
   tell when it is finished: kgserve does not send it and it contributes no line to the response (so a
   KataGo error for an otherwise invalid query with no turns is not reported either);
+- a rules string whose komi is not an integer or half-integer (legacy form, e.g. `scoreAREAkomi0.25`, and no
+  top-level `komi`) -> an error line for that query: KataGo v1.17.2 accepts it and then exits on a failed
+  assert when a search scores a finished game, killing every query in flight on that engine (a rules string
+  holding komi and longer than 128 characters is refused unparsed);
 - the request deadline is `limits.deadline_s`, or less when the client sends `X-Deadline-Ms`.
 """
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterable
 from dataclasses import dataclass, replace
 
+from kgserve.katago_rules import is_int_or_half_int, parse_rules
 from kgserve.protocol import VISITS_UNBOUNDED, Query, Rejected, error_line
 from kgserve.settings import LimitsSettings
 
@@ -30,6 +35,7 @@ __all__ = [
     "BodyTooLarge",
     "CheckedQuery",
     "check_query",
+    "check_rules_komi",
     "deadline_seconds",
     "read_limited",
 ]
@@ -106,6 +112,9 @@ def check_query(query: Query, limits: LimitsSettings, cfg_visits: int | None) ->
             f"{limits.max_turns_per_query} (limits.max_turns_per_query)"
         )
         return Rejected(error_line(message, caller_id=query.caller_id, field="analyzeTurns"), query.caller_id)
+    refused = check_rules_komi(query)
+    if refused is not None:
+        return refused
     visits = search_visits(query, cfg_visits)
     if visits > limits.max_visits:
         if limits.visits_over_cap == "reject":
@@ -118,6 +127,39 @@ def check_query(query: Query, limits: LimitsSettings, cfg_visits: int | None) ->
         body["maxVisits"] = limits.max_visits
         return CheckedQuery(replace(query, body=body, visits=limits.max_visits), clamped=True)
     return CheckedQuery(query)
+
+
+# Longest legacy rules string worth parsing on the event loop: every real one is under 64 characters
+# ("koPOSITIONALscoreAREAtaxNONEsui1button1whbN-1fpok1komi7.5"); parsing 128 takes well under a millisecond.
+MAX_KOMI_RULES_CHARS = 128
+_KOMI_CRASH = "KataGo v1.17.2 accepts it and then crashes when a search scores a finished game"
+
+
+def check_rules_komi(query: Query) -> Rejected | None:
+    """An error line when the query's rules would give KataGo a komi that is not an integer or half-integer.
+
+    Only the legacy rules string can: KataGo checks the komi of a rules object, of a JSON string and of a
+    top-level `komi` (which replaces the rules' komi), but takes any finite legacy komi up to 1e5 and then fails
+    an assert in nninputs.cpp once a search scores a finished game, which ends the engine process. Cheap on the
+    hot path: only a rules string holding "komi" without a top-level komi is looked at, and one longer than
+    MAX_KOMI_RULES_CHARS is refused unparsed."""
+    rules = query.body.get("rules")
+    if not isinstance(rules, str) or "komi" not in rules or "komi" in query.body:
+        return None
+    if len(rules) > MAX_KOMI_RULES_CHARS:
+        message = (
+            f"kgserve: refused: a rules string holding komi is limited to {MAX_KOMI_RULES_CHARS} characters "
+            f"(kgserve checks that its komi is an integer or half-integer: on any other, {_KOMI_CRASH})"
+        )
+        return Rejected(error_line(message, caller_id=query.caller_id, field="rules"), query.caller_id)
+    parsed = parse_rules(rules)
+    if parsed is None or is_int_or_half_int(parsed.komi):
+        return None  # KataGo's own "Could not parse rules" error, or a komi it scores safely
+    message = (
+        f"kgserve: refused: these rules give komi {parsed.komi:g}, which is not an integer or half-integer; "
+        f"{_KOMI_CRASH} (use a half-integer komi, or a top-level komi)"
+    )
+    return Rejected(error_line(message, caller_id=query.caller_id, field="rules"), query.caller_id)
 
 
 def _visits_source(query: Query) -> str:

@@ -78,7 +78,8 @@ def env_lines(settings: Settings) -> list[str]:
     """`KG_SECTION_KEY='value'` for every scalar and list setting (lists space-separated)."""
     lines = []
     for key, value in flatten(settings).items():
-        if isinstance(value, dict):
+        # mappings, and lists of them (balancer.backends), have no shell form: `get` prints them as JSON
+        if isinstance(value, dict) or (isinstance(value, list) and any(isinstance(i, dict) for i in value)):
             continue
         name = "KG_" + re.sub(r"[^A-Za-z0-9]+", "_", key).upper()
         text = " ".join(str(item) for item in value) if isinstance(value, list) else _text(value)

@@ -17,12 +17,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "BackendSettings",
+    "BalancerBackend",
+    "BalancerSettings",
+    "ClusterSettings",
     "ConfigError",
     "EngineSettings",
     "LimitsSettings",
     "PrioritySettings",
     "ServerSettings",
     "Settings",
+    "SweepNodeSettings",
     "WebSocketSettings",
     "is_loopback",
     "load_settings",
@@ -161,6 +165,19 @@ class ReleaseSettings(_Strict):
         return f"{self.url_base.rstrip('/')}/{self.version}/{self.assets[backend]}"
 
 
+class SweepNodeSettings(_Strict):
+    """PBS jobs of a sweep spread over GPU nodes (`python -m kgbench -m hydra/launcher=pbs ...`): each job one
+    dask worker running one kgbench job at a time, with cluster.gpus/cpus/memory/queue."""
+
+    max_nodes: int = Field(4, ge=1)  # PBS jobs (GPU nodes) the sweep holds at once
+    walltime: str = "04:00:00"  # of each worker job; a job cut by it is a FAILED run, the sweep goes on
+    # shell lines run in each PBS job before the worker starts (e.g. `module load cuda`, activating a venv)
+    prologue: list[str] = []
+    python: str | None = None  # the worker's Python (null: the interpreter that submits the sweep)
+    interface: str | None = None  # network interface the scheduler and workers use (e.g. ib0; null: default)
+    log_directory: str | None = None  # PBS stdout/stderr of the worker jobs (null: PBS's default)
+
+
 class ClusterSettings(_Strict):
     """PBS resources and the enroot container (runtime/enroot_create.pbs, runtime/enroot_start.pbs)."""
 
@@ -178,6 +195,29 @@ class ClusterSettings(_Strict):
     image_path: Path = Path("kgbench.sqsh")
     venv: str = "/opt/kgbench-venv"  # Python environment inside the image (the project is installed editable)
     apt_packages: list[str] = []
+    sweep: SweepNodeSettings = Field(default_factory=SweepNodeSettings)
+
+
+class BalancerBackend(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(ge=1, le=65535)
+    gpu: str | None = None  # CUDA_VISIBLE_DEVICES of the kgserve on this port (one kgserve per GPU of a node)
+
+
+class BalancerSettings(_Strict):
+    """HAProxy in front of several kgserve (`python -m kgserve.haproxy` writes its cfg): one address for
+    several GPUs or nodes; `balance leastconn`, a backend leaves the rotation when its /readyz fails."""
+
+    host: str = "127.0.0.1"  # where HAProxy listens
+    port: int = Field(9000, ge=1, le=65535)
+    check_interval_s: float = Field(1.0, gt=0)  # /readyz probe period of each backend
+    fall: int = Field(2, ge=1)  # failed probes before a backend leaves the rotation
+    rise: int = Field(2, ge=1)  # passed probes before it comes back
+    error_limit: int = Field(2, ge=1)  # failures in a row on live traffic that take a backend out at once
+    connect_timeout_s: float = Field(5.0, gt=0)
+    tunnel_timeout_s: float = Field(3600.0, gt=0)  # an idle WebSocket (or other upgraded) connection
+    maxconn: int = Field(4096, ge=1)
+    backends: list[BalancerBackend] = Field(min_length=1)
 
 
 class Settings(_Strict):
@@ -188,6 +228,7 @@ class Settings(_Strict):
     priority: PrioritySettings = Field(default_factory=PrioritySettings)
     release: ReleaseSettings | None = None
     cluster: ClusterSettings | None = None
+    balancer: BalancerSettings | None = None
     source: Path | None = Field(None, exclude=True)  # the file these settings came from
 
     def with_overrides(

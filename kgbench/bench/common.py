@@ -22,6 +22,7 @@ from kgserve.settings import Settings, load_settings
 __all__ = [
     "cleanup_devices",
     "engine_pids",
+    "free_port",
     "kgserve_running",
     "machine_line",
     "rss_mb",
@@ -100,6 +101,13 @@ def engine_pids(proc: KgserveProcess, ready_only: bool = False) -> list[int]:
     return [int(e["pid"]) for e in engines if e.get("pid") and (not ready_only or e.get("state") == "ready")]
 
 
+def free_port() -> int:
+    """A free loopback port, for a server that cannot bind port 0 itself (HAProxy)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 def rss_mb(pid: int | None) -> float | None:
     if pid is None:
         return None
@@ -109,7 +117,7 @@ def rss_mb(pid: int | None) -> float | None:
         return None
 
 
-def machine_line() -> str:
+def machine_line(setting: str = "load generator included, loopback, simulated engine") -> str:
     cpu = platform.processor() or platform.machine()
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -120,5 +128,5 @@ def machine_line() -> str:
     now = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         f"{now} · {socket.gethostname()} · {cpu} · {psutil.cpu_count()} logical CPUs · {mem:.0f} GiB RAM · "
-        f"Python {platform.python_version()} · load generator included, loopback, simulated engine"
+        f"Python {platform.python_version()} · {setting}"
     )

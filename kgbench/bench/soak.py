@@ -93,7 +93,7 @@ def failure_kind(status: int, body: bytes) -> str:
     return "http_503"
 
 
-async def _one(
+async def send_one(
     session: aiohttp.ClientSession,
     url: str,
     i: int,
@@ -162,43 +162,46 @@ async def _killer(proc: Any, counts: SoakCounts, args: argparse.Namespace, done:
             counts.kills.append(pid)
 
 
-async def soak(args: argparse.Namespace) -> dict[str, Any]:
+async def send_requests(url: str, args: argparse.Namespace, counts: SoakCounts, deadline: float) -> None:
+    """args.requests requests to `url` (.../analysis), args.concurrency at a time, none sent after `deadline`."""
     game = next(g for g in load_games() if g.name == "lategame_19x19")
     moves = [list(m) for m in game.moves]
     base = {k: v for k, v in game.base.items() if k not in ("includePVVisits",)}
+    rng = random.Random(args.seed)
+    connector = aiohttp.TCPConnector(limit=args.concurrency + 8)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        sem = asyncio.Semaphore(args.concurrency)
+        tasks: set[asyncio.Task[None]] = set()
+        for i in range(args.requests):
+            await sem.acquire()
+            if time.monotonic() > deadline:
+                sem.release()
+                counts.not_sent = args.requests - i
+                break
+            hang = rng.uniform(0.002, 0.05) if rng.random() < args.disconnect_share else None
+            task = asyncio.create_task(send_one(session, url, i, base, moves, args, hang, counts))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+            task.add_done_callback(lambda _t: sem.release())
+        if tasks:
+            await asyncio.wait(tasks)
+
+
+async def soak(args: argparse.Namespace) -> dict[str, Any]:
     settings = sim_settings(args.processes, min_ready=args.min_ready)
     env = sim_env(args.engine_rps, device=f"soak{os.getpid()}")
     counts = SoakCounts()
-    rng = random.Random(args.seed)
     started = time.monotonic()
     with kgserve_running(settings, env) as proc:
         assert proc.url is not None and proc.proc is not None
         kg_pid = proc.proc.pid
         pids0 = engine_pids(proc)
         rss_start = {"kgserve": rss_mb(kg_pid), "engines": [rss_mb(p) for p in pids0]}
-        url = proc.url + "/analysis"
         done = asyncio.Event()
-        connector = aiohttp.TCPConnector(limit=args.concurrency + 8)
-        async with aiohttp.ClientSession(connector=connector) as session:
-            killer = asyncio.create_task(_killer(proc, counts, args, done))
-            sem = asyncio.Semaphore(args.concurrency)
-            tasks: set[asyncio.Task[None]] = set()
-            deadline = started + args.max_seconds
-            for i in range(args.requests):
-                await sem.acquire()
-                if time.monotonic() > deadline:
-                    sem.release()
-                    counts.not_sent = args.requests - i
-                    break
-                hang = rng.uniform(0.002, 0.05) if rng.random() < args.disconnect_share else None
-                task = asyncio.create_task(_one(session, url, i, base, moves, args, hang, counts))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-                task.add_done_callback(lambda _t: sem.release())
-            if tasks:
-                await asyncio.wait(tasks)
-            done.set()
-            await killer
+        killer = asyncio.create_task(_killer(proc, counts, args, done))
+        await send_requests(proc.url + "/analysis", args, counts, started + args.max_seconds)
+        done.set()
+        await killer
         elapsed = time.monotonic() - started
         settle = time.monotonic()
         while time.monotonic() - settle < 15.0:  # let the last restart settle before reading RSS
@@ -209,8 +212,6 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         pids1 = engine_pids(proc)
         rss_end = {"kgserve": rss_mb(kg_pid), "engines": [rss_mb(p) for p in pids1]}
         _, ready = proc.get_json("/readyz")
-    lost = sum(counts.lost.values())
-    accounted = counts.completed + sum(counts.failed.values()) + counts.disconnected + lost + counts.cross_delivered
     return {
         "counts": counts,
         "elapsed_s": elapsed,
@@ -219,7 +220,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "rss_end": rss_end,
         "restarts": [e.get("restarts") for e in ready.get("engines") or []],
         "ready_at_end": bool(ready.get("ready")) and all(e.get("state") == "ready" for e in ready.get("engines") or []),
-        "unaccounted": counts.sent - accounted,
+        "unaccounted": unaccounted(counts),
     }
 
 
@@ -229,19 +230,32 @@ def _mb(values: Any) -> str:
     return "-" if values is None else f"{values:.0f} MB"
 
 
-def render(report: dict[str, Any], args: argparse.Namespace) -> str:
-    c: SoakCounts = report["counts"]
+def unaccounted(c: SoakCounts) -> int:
+    """Requests sent that ended as none of the outcomes (must be 0)."""
+    lost = sum(c.lost.values())
+    return c.sent - (c.completed + sum(c.failed.values()) + c.disconnected + lost + c.cross_delivered)
+
+
+def count_rows(c: SoakCounts) -> list[tuple[str, str]]:
+    """The outcome rows of a soak table."""
     failed = ", ".join(f"{k}: {v}" for k, v in sorted(c.failed.items())) or "none"
     lost = sum(c.lost.values())
     lost_kinds = f" ({', '.join(f'{k}: {v}' for k, v in sorted(c.lost.items()))})" if lost else ""
-    rows = [
+    return [
         ("requests sent", f"{c.sent}" + (f" ({c.not_sent} not sent: time bound)" if c.not_sent else "")),
         ("completed (right id, turn and visits)", f"{c.completed}"),
         ("failed, by kind", f"{sum(c.failed.values())} ({failed})"),
         ("disconnected by the client (on purpose)", f"{c.disconnected}"),
         ("lost", f"{lost}{lost_kinds}"),
         ("cross-delivered", f"{c.cross_delivered}"),
-        ("unaccounted", f"{report['unaccounted']}"),
+        ("unaccounted", f"{unaccounted(c)}"),
+    ]
+
+
+def render(report: dict[str, Any], args: argparse.Namespace) -> str:
+    c: SoakCounts = report["counts"]
+    rows = [
+        *count_rows(c),
         ("engine SIGKILLs / restarts seen", f"{len(c.kills)} / {report['restarts']}"),
         (
             "all engines ready at the end",
@@ -255,24 +269,36 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
         f"### Soak: {args.requests} requests, {args.disconnect_share:.0%} disconnects, {args.kills} engine kills, "
         f"{args.processes} engine(s), concurrency {args.concurrency}, {args.ids} distinct ids\n\n{machine_line()}\n\n"
     )
-    table = "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
-    samples = "".join(f"\n{kind} example: `{text.strip()}`" for kind, text in sorted(c.samples.items()))
-    return head + table + samples + "\n"
+    return head + table(rows) + samples(c) + "\n"
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m kgbench.bench.soak", description=__doc__.split("\n")[0])
-    p.add_argument("--requests", type=int, default=10000)
+def table(rows: list[tuple[str, str]]) -> str:
+    return "| | |\n|---|---|\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
+
+
+def samples(c: SoakCounts) -> str:
+    """The first response body of each failure kind."""
+    return "".join(f"\n{kind} example: `{text.strip()}`" for kind, text in sorted(c.samples.items()))
+
+
+def add_load_arguments(p: argparse.ArgumentParser, requests: int = 10000) -> None:
+    """The options of the requests themselves (what send_requests reads), shared with soak_balanced."""
+    p.add_argument("--requests", type=int, default=requests)
     p.add_argument("--disconnect-share", type=float, default=0.05)
-    p.add_argument("--kills", type=int, default=3)
-    p.add_argument("--processes", type=int, default=1, help="engine processes behind kgserve")
-    p.add_argument("--min-ready", type=int, default=None, help="engine.min_ready (default: all engines)")
     p.add_argument("--concurrency", type=int, default=32)
     p.add_argument("--ids", type=int, default=8, help="distinct caller ids (fewer = more collisions)")
     p.add_argument("--engine-rps", type=float, default=1000.0, help="KGSERVE_SIM_FIXED_RPS of each sim engine")
     p.add_argument("--request-timeout", type=float, default=30.0)
     p.add_argument("--max-seconds", type=float, default=300.0, help="stop sending after this long")
     p.add_argument("--seed", type=int, default=0)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kgbench.bench.soak", description=__doc__.split("\n")[0])
+    add_load_arguments(p)
+    p.add_argument("--kills", type=int, default=3)
+    p.add_argument("--processes", type=int, default=1, help="engine processes behind kgserve")
+    p.add_argument("--min-ready", type=int, default=None, help="engine.min_ready (default: all engines)")
     return p.parse_args(argv)
 
 

@@ -24,11 +24,20 @@ from kgbench.sweep import state
 from kgbench.track import summary, tracking
 from kgbench.track.mlflow_ui import runs_url
 
-__all__ = ["ENV_JOBS", "ENV_PARENT", "ENV_SWEEP", "KgbenchCallback", "count_jobs", "display_overrides"]
+__all__ = [
+    "ENV_JOBS",
+    "ENV_JOB_KEY",
+    "ENV_PARENT",
+    "ENV_SWEEP",
+    "KgbenchCallback",
+    "count_jobs",
+    "display_overrides",
+]
 
 ENV_PARENT = "KGBENCH_PARENT_RUN_ID"
 ENV_SWEEP = "KGBENCH_SWEEP_ID"
 ENV_JOBS = "KGBENCH_SWEEP_JOBS"
+ENV_JOB_KEY = "KGBENCH_JOB_KEY"  # set by a remote launcher: finds the run of a job whose process was lost
 
 
 def display_overrides(overrides: list[str]) -> str:
@@ -68,6 +77,7 @@ class KgbenchCallback(Callback):
             os.environ[ENV_SWEEP] = sweep_id
             if jobs:
                 os.environ[ENV_JOBS] = str(jobs)
+            tracking.use_configured_uri(config.mlflow.get("tracking_uri"))
             client = tracking.make_client()
             experiment = str(config.mlflow.experiment)
             self.parent_run_id = tracking.create_sweep_run(client, experiment, sweep_id, display_overrides(overrides))

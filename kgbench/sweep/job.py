@@ -16,7 +16,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep import modes
-from kgbench.sweep.callbacks import ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.sweep.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.sweep.lost_jobs import JOB_KEY_TAG
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.render import RenderError
 from kgbench.sweep.spec import Prepared, check_engine_files, prepare, section
@@ -36,6 +37,7 @@ class JobContext:
     job_total: int | None = None
     parent_run_id: str | None = None
     sweep_id: str | None = None
+    job_key: str | None = None  # set by a remote launcher (kgbench.sweep.lost_jobs)
 
     @property
     def label(self) -> str:
@@ -61,6 +63,7 @@ def context_from_hydra() -> JobContext:
         job_total=int(total) if total and total.isdigit() else (None if multirun else 1),
         parent_run_id=os.environ.get(ENV_PARENT) if multirun else None,
         sweep_id=os.environ.get(ENV_SWEEP) if multirun else None,
+        job_key=os.environ.get(ENV_JOB_KEY) if multirun else None,
     )
 
 
@@ -79,7 +82,10 @@ def _params(cfg: DictConfig, prepared: Prepared) -> dict[str, Any]:
 
 def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
     backend = str(cfg.get("backend", ""))
+    # where a job ran on a cluster: its PBS job (logs, accounting) and the launcher's key for it
+    placement = {"pbs_job_id": os.environ.get("PBS_JOBID"), JOB_KEY_TAG: ctx.job_key}
     return {
+        **{k: v for k, v in placement.items() if v},
         "backend": backend,
         "simulated": "true" if backend == "sim" else "false",
         "transport": str(cfg.get("transport", "http")),

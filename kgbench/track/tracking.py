@@ -37,6 +37,7 @@ __all__ = [
     "host_name",
     "make_client",
     "tracking_uri",
+    "use_configured_uri",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +47,13 @@ _BATCH = 900  # MLflow accepts up to 1000 entries per log_batch
 
 def tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{REPO_ROOT / 'mlflow.db'}"
+
+
+def use_configured_uri(uri: object) -> None:
+    """`mlflow.tracking_uri` of the Hydra config (e.g. an `mlflow server` every node reaches) wins over
+    MLFLOW_TRACKING_URI; null leaves it as it is."""
+    if uri is not None and str(uri).strip():
+        os.environ["MLFLOW_TRACKING_URI"] = str(uri).strip()
 
 
 def artifact_root(uri: str) -> Path | None:

@@ -23,7 +23,7 @@ from kgserve.protocol import Query, Rejected, classify_line, dump_compact, strip
 from kgserve.sim.queries import Defaults, Request, error_for, parse_query
 from kgserve.sim.responses import no_results, render_analysis
 from kgserve.sim.startup import GIT_HASH, VERSION, Knobs, Log
-from kgserve.sim.throughput import Q0, SharedDevice, SimParams, Steady, steady_state
+from kgserve.sim.throughput import SharedDevice, SimParams, Steady, query_overhead_s, steady_state
 
 __all__ = ["Engine"]
 
@@ -214,7 +214,12 @@ class Engine:
             fixed = self.k.fixed_rps is not None
             jitter = 0.9 + 0.2 * ((req.seq * 2654435761 + self.k.seed) % 1000) / 1000.0
             s = Search(
-                req, target, jitter / (1.0 - hit), 0.0 if fixed else Q0, started_sim=self.sim_now, miss=1.0 - hit
+                req,
+                target,
+                jitter / (1.0 - hit),
+                0.0 if fixed else query_overhead_s(self.p),
+                started_sim=self.sim_now,
+                miss=1.0 - hit,
             )
             if req.report_every is not None and req.first_report is not None:
                 s.next_report = self.sim_now + req.first_report

@@ -7,10 +7,11 @@ import math
 import random
 import sys
 import time
+from dataclasses import replace
 
 from kgserve.sim.cfgfile import CfgError, SimCfg
 from kgserve.sim.startup import Knobs, abort, check_memory, check_model, model_names
-from kgserve.sim.throughput import Q0, SharedDevice, SimParams, steady_state
+from kgserve.sim.throughput import SharedDevice, SimParams, query_overhead_s, steady_state
 
 __all__ = ["elo_diff", "run_benchmark"]
 
@@ -59,8 +60,8 @@ def run_benchmark(cfg: SimCfg, flags: dict[str, str]) -> int:
     _out(f"{stamp}: After dedups: nnModelFile0 = {model} useFP16 auto\n")
     _out(f"{stamp}: Initializing neural net buffer to be size 19 * 19 exactly\n")
     check_model(model)
-    base = SimParams.from_cfg({**cfg.values, "numAnalysisThreads": 1})
-    params = [SimParams(1, t, max(t, 8), base.server_threads, base.cache_pow, visits) for t in thread_list]
+    base = SimParams.from_cfg({**cfg.values, "numAnalysisThreads": 1}, knobs.profile)
+    params = [replace(base, search_threads=t, max_batch=max(t, 8), max_visits=visits) for t in thread_list]
     memory = check_memory(max(params, key=lambda p: p.max_batch), knobs.device)
     _, internal = model_names(model)
     for i in range(base.server_threads):
@@ -93,7 +94,7 @@ def _run_threads(
     for p in params:
         steady = steady_state(p, 1, visits)
         searching = visits / max(1e-9, steady.visits_per_search)
-        per_position = searching + Q0
+        per_position = searching + query_overhead_s(p)
         head = f"numSearchThreads = {p.search_threads:2d}"
         _out(f"\r{head}: 0 / {positions} positions, visits/s = -nan (0.0 secs)      ")
         elapsed = 0.0

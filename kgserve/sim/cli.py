@@ -70,6 +70,7 @@ def main(argv: list[str]) -> int:
     try:
         flags = parse_flags(argv[1:])
         cfg = _load(flags)
+        Knobs.from_env()  # an unknown KGSERVE_SIM_PROFILE fails here, before any start-up line
     except ValueError as err:
         sys.stderr.write(f"Error: {err}\n{USAGE}")
         return 1
@@ -95,11 +96,13 @@ def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
     try:
         threads = cfg.require_int("numAnalysisThreads", 1, 16384)
         values = {k: v for k, v in cfg.values.items()}
-        params = SimParams.from_cfg({**values, "numAnalysisThreads": threads})
+        params = SimParams.from_cfg({**values, "numAnalysisThreads": threads}, knobs.profile)
         defaults = Defaults(
             max_visits=cfg.get_int("maxVisits", 1 << 50, 1, 1 << 50),
             pv_len=cfg.get_int("analysisPVLen", 15, 1, 100),
             warn_unused_fields=cfg.values.get("warnUnusedFields", "true").lower() != "false",
+            cfg_values=dict(cfg.values),
+            cfg_name=cfg.file_name,
         )
     except (CfgError, ValueError) as err:
         abort("IOError", getattr(err, "message", str(err)))

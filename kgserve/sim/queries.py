@@ -6,14 +6,16 @@ one per analysed turn. The first error ends the query, as in KataGo.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kgserve._nlohmann import nlohmann_int
-from kgserve.katago_cfg import is_known_key
-from kgserve.protocol import dump_compact, override_visits
-from kgserve.sim.rules import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player, parse_rules
+from kgserve.katago_rules import float32, is_int_or_half_int, parse_rules, supported_rules
+from kgserve.protocol import dump_compact
+from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player
+from kgserve.sim.history import Replay
+from kgserve.sim.overrides import OverrideError, apply_overrides
 
 __all__ = ["Defaults", "Request", "error_for", "parse_query", "warning_for"]
 
@@ -32,6 +34,9 @@ PRIORITY_LIMIT = 0x3FFFFFFFFFFFFFFF
 EXPECTED_KEYS = frozenset(
     {
         "id",
+        "action",
+        "terminateId",
+        "turnNumbers",
         "moves",
         "initialStones",
         "initialPlayer",
@@ -53,6 +58,7 @@ EXPECTED_KEYS = frozenset(
         "includeMovesOwnershipStdev",
         "includePolicy",
         "includePVVisits",
+        "includeNoResultValue",
         "reportDuringSearchEvery",
         "firstReportDuringSearchAfter",
         "allowMoves",
@@ -67,6 +73,7 @@ _BOOL_FIELDS = (
     "includeOwnershipStdev",
     "includePolicy",
     "includePVVisits",
+    "includeNoResultValue",
 )
 
 
@@ -76,6 +83,9 @@ class Defaults:
     pv_len: int = 15
     warn_unused_fields: bool = True
     perspective_black: bool = False
+    # the engine's cfg (aliases applied) and its path, against which overrideSettings are checked
+    cfg_values: Mapping[str, str] = field(default_factory=lambda: {"numSearchThreads": "1"})
+    cfg_name: str = "analysis.cfg"
 
 
 @dataclass
@@ -92,8 +102,9 @@ class Request:
     report_every: float | None
     first_report: float | None
     priority: int
-    allowed: frozenset[int] | None
+    allowed: frozenset[int] | None  # for the player to move
     avoided: frozenset[int]
+    illegal: frozenset[int] = frozenset()  # points the player to move may not play
     seq: int = 0
 
     @property
@@ -124,11 +135,16 @@ def _is_num(v: Any) -> bool:
     return type(v) in (int, float)
 
 
-def _get_int_list(value: Any, field: str, message: str) -> list[int]:
-    """nlohmann get<vector<int>>: an array of numbers or booleans (floats truncate), else a type error."""
-    if not isinstance(value, list) or not all(type(v) in (int, float, bool) for v in value):
+def _get_int_list(value: Any, field: str, message: str, bits: int) -> list[int]:
+    """nlohmann get<vector<int>> (bits 32: booleans count, C++ casts wrap) or get<vector<int64_t>> (bits 64:
+    numbers only); floats truncate."""
+    kinds = (int, float, bool) if bits == 32 else (int, float)
+    if not isinstance(value, list) or not all(type(v) in kinds for v in value):
         raise _Fail(field, message)
-    return [nlohmann_int(v) for v in value]
+    if bits == 32:
+        return [nlohmann_int(v) for v in value]
+    half = 1 << 63
+    return [(int(v) + half) % (1 << 64) - half for v in value]
 
 
 def _integer(body: dict[str, Any], field: str, lo: int, hi: int, message: str) -> int:
@@ -211,7 +227,7 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
     turns_list: list[int] = []
     if "analyzeTurns" in body:
         turns_list = _get_int_list(
-            body["analyzeTurns"], "analyzeTurns", "Must specify an array of integers indicating turns to analyze"
+            body["analyzeTurns"], "analyzeTurns", "Must specify an array of integers indicating turns to analyze", 32
         )
         for turn in turns_list:
             if turn < 0 or turn >= len(should):
@@ -222,7 +238,7 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
     priorities: dict[int, int] = {}
     if "priorities" in body:
         values = _get_int_list(
-            body["priorities"], "priorities", "Must specify an array of integers indicating priorities"
+            body["priorities"], "priorities", "Must specify an array of integers indicating priorities", 64
         )
         if "analyzeTurns" not in body:
             raise _Fail("priorities", "Can only specify when also specifying analyzeTurns")
@@ -235,32 +251,39 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
     if "rules" not in body or not isinstance(body["rules"], str | dict):
         raise _Fail("rules", RULES_MISSING)
     raw_rules = body["rules"]
-    rules = parse_rules(raw_rules)
-    if rules is None:
+    parsed_rules = parse_rules(raw_rules)
+    if parsed_rules is None:
         shown = raw_rules if isinstance(raw_rules, str) else dump_compact(raw_rules)
         raise _Fail("rules", "Could not parse rules: " + shown)
-    komi = 6.5 if rules == "japanese" else 7.5
+    rules = parsed_rules
     if "komi" in body:
-        komi = _double(body, "komi", -400.0, 400.0, KOMI_ERROR)
-        if komi * 2 != int(komi * 2):
+        komi = float32(_double(body, "komi", -400.0, 400.0, KOMI_ERROR))
+        if not is_int_or_half_int(komi):
             raise _Fail("komi", KOMI_ERROR)
+        rules = replace(rules, komi=komi)
     if "whiteHandicapBonus" in body:
         bonus = body["whiteHandicapBonus"]
         if not isinstance(bonus, str):
             raise _Fail("whiteHandicapBonus", "Must be a string")
-        if bonus.strip().upper() not in ("0", "N-1", "N"):
-            raise _Fail("whiteHandicapBonus", f"Could not parse whiteHandicapBonus rule: {bonus}")
+        if bonus not in ("0", "N-1", "N"):
+            raise _Fail(
+                "whiteHandicapBonus",
+                f"Rules::parseWhiteHandicapBonusRule: Invalid whiteHandicapBonus rule: {bonus}",
+            )
+        rules = replace(rules, whb=bonus)
     max_visits = defaults.max_visits
     if "overrideSettings" in body:
         settings = body["overrideSettings"]
         if not isinstance(settings, dict):
             raise _Fail("overrideSettings", "Must be an object")
-        unknown = sorted(key for key in settings if not is_known_key(key))
-        if unknown:
-            emit(warning_for(caller_id, "overrideSettings", "Unknown config params: " + ",".join(unknown)))
-        override = override_visits(settings)
-        if override is not None:
-            max_visits = override
+        try:
+            overridden = apply_overrides(settings, defaults.cfg_values, defaults.cfg_name)
+        except OverrideError as err:
+            raise _Fail("overrideSettings", f"Could not set settings: {err}") from None
+        if overridden.unknown:
+            emit(warning_for(caller_id, "overrideSettings", "Unknown config params: " + ",".join(overridden.unknown)))
+        if overridden.max_visits is not None:
+            max_visits = overridden.max_visits
     if "maxVisits" in body:
         max_visits = _integer(body, "maxVisits", 1, 1 << 50, "Must be an integer from 1 to 2^50")
     pv_len = defaults.pv_len
@@ -290,7 +313,7 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
         priority = _integer(
             body, "priority", -PRIORITY_LIMIT, PRIORITY_LIMIT, "Must be a number between -2^62 and 2^62"
         )
-    allowed, avoided = _allow_avoid(body, xs, ys)
+    allow_avoid = _allow_avoid(body, xs, ys)
 
     board = Board(xs, ys)
     for player, loc in placements:
@@ -298,25 +321,31 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
     if initial_player == EMPTY:
         if history:
             initial_player = history[0][0]
-        else:
+        else:  # BoardHistory::numHandicapStonesOnBoard: only black stones, at least two of them
             blacks, whites = board.stones.count(BLACK), board.stones.count(WHITE)
-            initial_player = WHITE if whites == 0 and blacks > 0 else BLACK
+            initial_player = WHITE if whites == 0 and blacks >= 2 else BLACK
+    supported = supported_rules(rules)
+    if supported != rules:
+        emit(warning_for(caller_id, "rules", f"Rules {rules} not supported by neural net, using {supported} instead"))
+        rules = supported
     if defaults.warn_unused_fields:
         for key in sorted(body):
             if key not in EXPECTED_KEYS:
                 emit(warning_for(caller_id, key, UNUSED_FIELD_WARNING))
     requests = []
-    next_player = initial_player
+    replay = Replay(board, initial_player, rules)
     for turn in range(len(history) + 1):
         if should[turn]:
+            to_move = replay.to_move
+            allowed, avoided = allow_avoid.get(to_move, (None, frozenset()))
             requests.append(
                 Request(
                     caller_id,
                     turn,
                     board.copy(),
-                    next_player,
-                    rules,
-                    komi,
+                    to_move,
+                    str(rules),
+                    rules.komi,
                     max_visits,
                     pv_len,
                     flags,
@@ -325,41 +354,41 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
                     priorities.get(turn, priority),
                     allowed,
                     avoided,
+                    replay.illegal_points(),
                 )
             )
         if turn == len(history):
             break
         player, loc = history[turn]
-        if player != next_player:
-            board.ko_loc = None
-        if not board.play_tolerant(loc, player):
+        if not replay.play(loc, player):
             raise _Fail("moves", f"Illegal move {turn}: {loc_to_str(loc, xs, ys)}")
-        next_player = BLACK + WHITE - player
     return requests
 
 
-def _allow_avoid(body: dict[str, Any], xs: int, ys: int) -> tuple[frozenset[int] | None, frozenset[int]]:
+def _allow_avoid(body: dict[str, Any], xs: int, ys: int) -> dict[int, tuple[frozenset[int] | None, frozenset[int]]]:
+    """allowMoves/avoidMoves per player: (allowed points or None, avoided points)."""
     has_allow, has_avoid = "allowMoves" in body, "avoidMoves" in body
     if not (has_allow or has_avoid):
-        return None, frozenset()
+        return {}
     if has_allow and has_avoid:
         raise _Fail("allowMoves", "Cannot specify both allowMoves and avoidMoves")
     field = "allowMoves" if has_allow else "avoidMoves"
     entries = body[field]
     if not isinstance(entries, list):
         raise _Fail(field, AVOID_SHAPE)
-    if has_allow and len(entries) > 1:
-        raise _Fail(field, "Currently allowMoves only allows one entry")
-    allowed: set[int] | None = None
-    avoided: set[int] = set()
+    if has_allow and len(entries) > 2:
+        raise _Fail(field, "Currently allowMoves only allows at most one entry per player")
+    out: dict[int, tuple[frozenset[int] | None, frozenset[int]]] = {}
     for params in entries:
         if not isinstance(params, dict) or not {"moves", "untilDepth", "player"} <= set(params):
             raise _Fail(field, AVOID_SHAPE)
-        _player(params, "player")
-        locs = _locs(params, "moves", xs, ys)
+        player = _player(params, "player")
+        locs = frozenset(_locs(params, "moves", xs, ys))
         _integer(params, "untilDepth", 1, 1000000000, "Must be a positive integer")
         if has_allow:
-            allowed = set(locs)
+            if player in out:
+                raise _Fail(field, "Cannot specify allowMoves more than once for the same player")
+            out[player] = (locs, frozenset())
         else:
-            avoided.update(locs)
-    return (frozenset(allowed) if allowed is not None else None), frozenset(avoided)
+            out[player] = (None, out.get(player, (None, frozenset()))[1] | locs)
+    return out

@@ -14,8 +14,8 @@ import random
 import zlib
 from typing import Any
 
+from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, loc_to_str
 from kgserve.sim.queries import Request
-from kgserve.sim.rules import BLACK, EMPTY, PASS, WHITE, loc_to_str
 
 __all__ = ["F64", "dumps", "no_results", "render_analysis"]
 
@@ -159,6 +159,10 @@ def render_analysis(req: Request, visits: int, during: bool, seed: int, perspect
             info["pvEdgeVisits"] = list(pv_visits)
         if req.flags["includeMovesOwnership"]:
             info["ownership"] = _ownership(req, noise, sign)
+        if req.flags["includeMovesOwnershipStdev"]:
+            info["ownershipStdev"] = [abs(noise.gauss(0.2, 0.1)) for _ in range(area)]
+        if req.flags["includeNoResultValue"]:
+            info["noResultValue"] = noise.uniform(0.0, 1e-4)
         move_infos.append(info)
     util_root = (2.0 * root_wr - 1.0) + 0.05 * root_lead / score_scale
     raw_lead = root_lead + base.gauss(0.0, 0.4)
@@ -203,10 +207,7 @@ def _name(loc: int, xs: int, ys: int) -> str:
 
 
 def _candidates(req: Request, rng: random.Random, empties: list[int]) -> list[int]:
-    empties = list(empties)
-    if req.board.ko_loc is not None and req.board.ko_loc in empties:
-        empties.remove(req.board.ko_loc)
-    moves = [*empties, PASS]
+    moves = [*(loc for loc in empties if loc not in req.illegal), PASS]
     if req.allowed is not None:
         moves = [m for m in moves if m in req.allowed]
     elif req.avoided:
@@ -258,7 +259,7 @@ def _ownership(req: Request, rng: random.Random, sign: float) -> list[float]:
 
 def _policy(req: Request, chosen: list[int], priors: list[float], rng: random.Random) -> list[float]:
     stones = req.board.stones
-    policy = [-1.0 if c != EMPTY else rng.uniform(1e-6, 4e-5) for c in stones]
+    policy = [-1.0 if loc in req.illegal else rng.uniform(1e-6, 4e-5) for loc in range(len(stones))]
     policy.append(rng.uniform(1e-7, 1e-5))
     for loc, prior in zip(chosen, priors, strict=True):
         policy[len(stones) if loc == PASS else loc] = prior

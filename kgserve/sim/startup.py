@@ -11,7 +11,8 @@ from pathlib import Path
 
 from kgserve.sim.cfgfile import CfgError, SimCfg
 from kgserve.sim.devmem import DeviceMemory
-from kgserve.sim.throughput import DEVICE_MEMORY_GB, SimParams, device_memory_gb
+from kgserve.sim.profiles import DEFAULT_PROFILE, get_profile
+from kgserve.sim.throughput import SimParams, device_memory_gb
 
 __all__ = ["VERSION", "Knobs", "Log", "abort", "check_memory", "check_model", "model_names"]
 
@@ -26,6 +27,7 @@ class Knobs:
     device: str
     fixed_rps: float | None
     startup_s: float
+    profile: str = DEFAULT_PROFILE
 
     @classmethod
     def from_env(cls) -> Knobs:
@@ -38,6 +40,7 @@ class Knobs:
             device=env.get("KGSERVE_SIM_DEVICE", "gpu0") or "gpu0",
             fixed_rps=float(fixed) if fixed.strip() else None,
             startup_s=float(env.get("KGSERVE_SIM_STARTUP_S", "0.3") or 0.3),
+            profile=get_profile(env.get("KGSERVE_SIM_PROFILE", "") or DEFAULT_PROFILE).name,
         )
 
 
@@ -92,15 +95,15 @@ def check_model(model: str) -> None:
 def check_memory(p: SimParams, device: str) -> DeviceMemory:
     """Allocate this process's share of the simulated device, or fail like a CUDA out-of-memory error."""
     need = device_memory_gb(p)
-    memory = DeviceMemory(device, DEVICE_MEMORY_GB)
+    memory = DeviceMemory(device, p.device.memory_gb)
     fits, others = memory.allocate(need)
     if not fits:
         sys.stderr.write(
             "terminate called after throwing an instance of 'StringError'\n"
             "  what():  CUDA Error, for cudaMalloc(&buf, bytes) file cudahelpers.cu, func mallocOnDevice: "
             f"out of memory (SIMULATED device '{device}': {p.server_threads} server thread(s) x nnMaxBatchSize "
-            f"{p.max_batch} need {need:.1f} GB, other processes hold {others:.1f} GB, the simulated H200 has "
-            f"{DEVICE_MEMORY_GB:.0f} GB)\n"
+            f"{p.max_batch} need {need:.1f} GB, other processes hold {others:.1f} GB, the simulated "
+            f"{p.device.device_name} has {p.device.memory_gb:.0f} GB)\n"
         )
         sys.stderr.flush()
         os._exit(1)
@@ -124,7 +127,7 @@ def batch_size_note(log: Log, p: SimParams) -> None:
 
 def backend_log(log: Log, p: SimParams, internal: str) -> None:
     for i in range(p.server_threads):
-        log.write(f"SIMULATED CUDA backend thread {i}: Found GPU NVIDIA H200 (simulated) memory 150754820096")
+        log.write(f"SIMULATED CUDA backend thread {i}: Found GPU {p.device.device_name} memory 150754820096")
         log.write(f"SIMULATED CUDA backend thread {i}: Model version 15")
         log.write(f"SIMULATED CUDA backend thread {i}: Model name: {internal} (SIMULATED)")
 

@@ -1,22 +1,26 @@
-"""Throughput model of the simulated engine (loosely an H200 running a b40c768 net from a 32-core host).
+"""Throughput model of the simulated engine; its constants come from a device profile (`profiles.py`).
 
-Steady state for `active` searches, each with T = numSearchThreadsPerAnalysisThread threads (sim seconds):
+KGSERVE_SIM_PROFILE picks the profile: `h200-b40c768` (default, kind gpu: loosely an H200 running a b40c768 net
+from a 32-core host, described below) or `cpu-eigen-b6c96` (kind cpu: KataGo's Eigen backend with the 6-block
+test network on 2 cores, calibrated on a real KataGo; its steady state is `throughput_cpu.py`).
+
+GPU steady state for `active` searches, each with T = numSearchThreadsPerAnalysisThread threads (sim seconds):
 
 * threads in flight N = active x T; S = numNNServerThreadsPerModel server threads, each forming batches of
   b = min(nnMaxBatchSize, arrivals per cycle) (fixed point: a search thread waits one batch cycle, then does
   its own tree work before it can ask for the next evaluation);
-* one batch costs host time h(b) = H0 + H1*b on its server thread and device time
-  d(b) = D0 + D1*b**0.85 + D2*nnMaxBatchSize (sub-linear in b; kernels sized for the max batch cost a bit more);
+* one batch costs host time h(b) = h0 + h1*b on its server thread and device time
+  d(b) = d0 + d1*b**0.85 + d2*nnMaxBatchSize (sub-linear in b; kernels sized for the max batch cost a bit more);
   the device is serialised, so a server-thread cycle is max(h + d, S*d);
-* CPU: every visit costs C_VISIT of tree work, more when the host is oversubscribed (threads > cores), and the
-  whole demand (search threads + busy server threads) is capped at HOST_CORES;
-* T > 1 wastes evaluations (virtual-loss collisions, overshoot): evals per visit = 1 + WASTE*(T-1);
+* CPU: every visit costs c_visit of tree work, more when the host is oversubscribed (threads > cores), and the
+  whole demand (search threads + busy server threads) is capped at host_cores;
+* T > 1 wastes evaluations (virtual-loss collisions, overshoot): evals per visit = 1 + waste*(T-1);
 * NN cache: 2^nnCacheSizePowerOfTwo entries; transpositions inside a search hit when the table holds the
   working set of all active searches; a larger table costs host time (cache misses on the table itself);
   repeated positions (seen recently, LRU) skip most of their evaluations in the timed simulation;
-* each query also has a fixed overhead Q0 (setup, root evaluation latency, JSON).
+* each query also has a fixed overhead q0 (setup, root evaluation latency, JSON).
 
-* device memory: BASE_GB + S x (WEIGHTS_GB + nnMaxBatchSize x ROW_GB) must fit DEVICE_MEMORY_GB (an H200's
+* device memory: base_gb + S x (weights_gb + nnMaxBatchSize x row_gb) must fit memory_gb (an H200's
   141 GB) together with every other live sim process on the same device (`devmem.py`), else start-up fails with a
   CUDA-style out-of-memory error (exit 1) and `predict_throughput` returns 0.
 
@@ -29,9 +33,9 @@ about 15% of `predict_throughput` (tests/sim/test_throughput.py).
 Environment knobs: KGSERVE_SIM_SPEED (simulated seconds per wall second), KGSERVE_SIM_SEED (numbers),
 KGSERVE_SIM_DEVICE (shared device name, "private" = unshared), KGSERVE_SIM_FIXED_RPS (skip this model: a fixed
 capacity in queries/s shared by the active searches; 0 = answer at once), KGSERVE_SIM_STARTUP_S (start-up time,
-a little longer for large NN caches).
+a little longer for large NN caches), KGSERVE_SIM_PROFILE (above).
 
-Calibration (loose, see tests/data/katago-reference/performance-facts.md): one search reaches ~200 visits/s
+GPU calibration (loose, public figures cited in `profiles.py`): one search reaches ~200 visits/s
 with 1 thread and ~1,150 with 16 (batches of ~13, device < 60% busy: one process leaves a big GPU idle); a
 second server thread is worth ~1.5x at high load; many searches x few threads saturate the device at up to
 ~8.5k NN rows/s (~16 queries/s of 500 visits); oversubscribing the 32 host cores and oversized batches cost throughput.
@@ -48,25 +52,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from kgserve.sim.profiles import DEFAULT_PROFILE, DeviceProfile, get_profile
+from kgserve.sim.steady import Steady
+from kgserve.sim.throughput_cpu import cpu_steady_state
+
 __all__ = [
-    "DEVICE_MEMORY_GB",
     "SharedDevice",
     "SimParams",
     "Steady",
     "device_memory_gb",
     "predict_throughput",
+    "query_overhead_s",
     "steady_state",
 ]
 
-HOST_CORES = 32
-H0, H1 = 0.0020, 0.00009  # host seconds per batch: fixed + per row (featurise, copy)
-D0, D1, D2 = 0.0015, 0.00018, 0.000012  # device seconds per batch
-C_VISIT = 0.0009  # CPU seconds of tree work per visit (big board, big net: long playouts)
-WASTE = 0.06
-Q0 = 0.004
-DEVICE_MEMORY_GB = 141.0
 _RECORD = 32  # bytes of the shared state file: 'busy until' wall time, space padded
-WEIGHTS_GB, ROW_GB, BASE_GB = 0.6, 0.09, 1.0
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,15 @@ class SimParams:
     server_threads: int = 1
     cache_pow: int = 20
     max_visits: int = 1 << 50
+    eigen_threads: int = 0  # numEigenThreadsPerModel (cpu profiles); 0: KataGo's default
+    profile: str = DEFAULT_PROFILE
+
+    @property
+    def device(self) -> DeviceProfile:
+        return get_profile(self.profile)
 
     @classmethod
-    def from_cfg(cls, cfg: Mapping[str, str | int]) -> SimParams:
+    def from_cfg(cls, cfg: Mapping[str, str | int], profile: str = DEFAULT_PROFILE) -> SimParams:
         def get(key: str, default: int) -> int:
             value = cfg.get(key, default)
             return int(value)
@@ -92,43 +98,59 @@ class SimParams:
             server_threads=max(1, get("numNNServerThreadsPerModel", 1)),
             cache_pow=get("nnCacheSizePowerOfTwo", 20),
             max_visits=get("maxVisits", 1 << 50),
+            eigen_threads=max(0, get("numEigenThreadsPerModel", 0)),
+            profile=get_profile(profile).name,
         )
 
 
-@dataclass(frozen=True)
-class Steady:
-    evals_per_s: float  # NN rows per second (cache misses only)
-    visits_per_search: float  # visits per second of one active search
-    batch: float
-    device_util: float  # fraction of time this process keeps the device busy
-
-
 def device_memory_gb(p: SimParams) -> float:
-    return BASE_GB + p.server_threads * (WEIGHTS_GB + p.max_batch * ROW_GB)
+    dev = p.device
+    return dev.base_gb + p.server_threads * (dev.weights_gb + p.max_batch * dev.row_gb)
 
 
-def _device_time(b: float, max_batch: int) -> float:
-    return D0 + D1 * b**0.85 + D2 * max_batch
+def _device_time(dev: DeviceProfile, b: float, max_batch: int) -> float:
+    return dev.d0 + dev.d1 * b**0.85 + dev.d2 * max_batch
+
+
+def query_overhead_s(p: SimParams) -> float:
+    """Wall seconds a query adds besides its visits (set-up, root evaluation latency, JSON). A cpu profile
+    counts its per-query cost as CPU time inside the steady state instead (it competes for the same cores)."""
+    return p.device.q0 if p.device.kind == "gpu" else 0.0
 
 
 def steady_state(p: SimParams, active: int, visits_hint: int = 500) -> Steady:
     if active <= 0:
         return Steady(0.0, 0.0, 0.0, 0.0)
+    if p.device.kind == "cpu":
+        return cpu_steady_state(
+            p.device,
+            active=active,
+            search_threads=p.search_threads,
+            max_batch=p.max_batch,
+            eigen_threads=p.eigen_threads,
+            cache_pow=p.cache_pow,
+            visits_hint=visits_hint,
+        )
+    return _gpu_steady_state(p, active, visits_hint)
+
+
+def _gpu_steady_state(p: SimParams, active: int, visits_hint: int) -> Steady:
+    dev = p.device
     t = p.search_threads
     s = p.server_threads
     n = active * t
     threads_total = n + s
-    oversub = 1.0 + 0.5 * max(0.0, math.log2(threads_total / HOST_CORES))
+    oversub = 1.0 + dev.oversub * max(0.0, math.log2(threads_total / dev.host_cores))
     table_cost = 1.0 + 0.04 * max(0, p.cache_pow - 20)
     working_set = active * min(visits_hint, 20000) * 3
     hit = 0.10 * min(1.0, (1 << p.cache_pow) / max(1, working_set))
-    cpu_per_visit = C_VISIT * oversub * table_cost
+    cpu_per_visit = dev.c_visit * oversub * table_cost
     b = min(float(p.max_batch), max(1.0, n / s))
     evals = 0.0
     cycle = host = 0.0
     for _ in range(30):
-        d = _device_time(b, p.max_batch)
-        host = (H0 + H1 * b) * oversub
+        d = _device_time(dev, b, p.max_batch)
+        host = (dev.h0 + dev.h1 * b) * oversub
         cycle = max(host + d, s * d)
         # a thread: waits about one cycle for its batch, then works on the tree; misses need the NN
         per_thread = 1.0 / (cycle + cpu_per_visit)
@@ -138,8 +160,8 @@ def steady_state(p: SimParams, active: int, visits_hint: int = 500) -> Steady:
         nn_rows = min(nn_rows, server_cap)
         visits = nn_rows / (1.0 - hit)
         cpu_demand = visits * cpu_per_visit + s * host / cycle
-        if cpu_demand > HOST_CORES:
-            visits *= HOST_CORES / cpu_demand
+        if cpu_demand > dev.host_cores:
+            visits *= dev.host_cores / cpu_demand
             nn_rows = visits * (1.0 - hit)
         new_b = min(float(p.max_batch), max(1.0, nn_rows * cycle / s))
         if abs(new_b - b) < 1e-3:
@@ -149,20 +171,24 @@ def steady_state(p: SimParams, active: int, visits_hint: int = 500) -> Steady:
         b = 0.5 * (b + new_b)
         evals = nn_rows
     visits_total = evals / (1.0 - hit)
-    util = min(1.0, evals / max(b, 1e-9) * _device_time(b, p.max_batch))
-    return Steady(evals, visits_total / active / (1.0 + WASTE * (t - 1)), b, util)
+    util = min(1.0, evals / max(b, 1e-9) * _device_time(dev, b, p.max_batch))
+    return Steady(evals, visits_total / active / (1.0 + dev.waste * (t - 1)), b, util)
 
 
-def predict_throughput(cfg: Mapping[str, str | int], visits: int, concurrency: int) -> float:
+def predict_throughput(
+    cfg: Mapping[str, str | int], visits: int, concurrency: int, profile: str = DEFAULT_PROFILE
+) -> float:
     """Queries per second at steady state: `concurrency` queries of `visits` visits always outstanding."""
-    p = SimParams.from_cfg(cfg)
+    p = SimParams.from_cfg(cfg, profile)
     if concurrency <= 0 or visits <= 0:
         return 0.0
-    if device_memory_gb(p) > DEVICE_MEMORY_GB:
+    if device_memory_gb(p) > p.device.memory_gb:
         return 0.0
     active = min(concurrency, p.analysis_threads)
     steady = steady_state(p, active, visits)
-    per_query = visits / steady.visits_per_search + Q0 + (p.search_threads - 1) * 0.0002
+    per_query = visits / steady.visits_per_search + query_overhead_s(p)
+    if p.device.kind == "gpu":
+        per_query += (p.search_threads - 1) * 0.0002
     return active / per_query
 
 

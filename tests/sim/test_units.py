@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 
 from kgserve.katago_cfg import KNOWN_ANALYSIS_KEYS, is_known_key
+from kgserve.katago_rules import Rules, parse_rules
+from kgserve.sim.board import BLACK, EMPTY, WHITE, parse_loc
 from kgserve.sim.cfgfile import parse_cfg_text
 from kgserve.sim.queries import Defaults, Request, parse_query
 from kgserve.sim.responses import F64, dumps
-from kgserve.sim.rules import BLACK, EMPTY, WHITE, parse_loc, parse_rules
 
 SECONDS_ERROR = "Must be number of seconds from 0.001 to 1000000.0"
 
@@ -55,12 +56,14 @@ def test_multi_stone_capture() -> None:
 KO_SHAPE = [["B", "D5"], ["W", "E5"], ["B", "E6"], ["W", "F6"], ["B", "E4"], ["W", "F4"], ["B", "A1"], ["W", "G5"]]
 
 
-def test_simple_ko_retake_is_illegal() -> None:
-    # black F5 captures white... set up: black takes at F5 capturing E5? build a standard ko at E5/F5
+def test_simple_ko_retake_is_replayed_and_bans_the_recapture() -> None:
+    # black F5 takes E5, white E5 retakes at once: KataGo's tolerant replay ignores ko (checked against v1.17.2),
+    # and at the analysed position black may not take back at F5 (the policy has -1 there)
     moves = [*KO_SHAPE, ["B", "F5"], ["W", "E5"]]
     lines, requests = _query(moves)
-    assert _error(lines) == "Illegal move 9: E5"
-    assert requests == []
+    assert lines == [] and len(requests) == 1
+    f5 = parse_loc("F5", 9, 9)
+    assert requests[0].board.stones[f5] == EMPTY and f5 in requests[0].illegal  # type: ignore[index]
 
 
 def test_ko_retake_after_a_threat_is_legal() -> None:
@@ -70,10 +73,17 @@ def test_ko_retake_after_a_threat_is_legal() -> None:
     assert requests[0].board.stones[parse_loc("F5", 9, 9)] == EMPTY  # type: ignore[index]
 
 
-def test_suicide_is_tolerated_as_in_katago_replay() -> None:
-    # KataGo replays history with makeBoardMoveTolerant: suicide is accepted and the stone is removed
+def test_single_stone_suicide_is_an_illegal_move() -> None:
+    # makeBoardMoveTolerant allows multi-stone suicide only: a lone stone with no liberty is an illegal move
     lines, requests = _query([["B", "A2"], ["W", "E5"], ["B", "B1"], ["W", "A1"]])
-    assert lines == [] and requests[0].board.stones[parse_loc("A1", 9, 9)] == EMPTY  # type: ignore[index]
+    assert _error(lines) == "Illegal move 3: A1" and requests == []
+
+
+def test_multi_stone_suicide_is_replayed_and_removes_the_group() -> None:
+    lines, requests = _query([["B", "A3"], ["W", "A1"], ["B", "B2"], ["W", "A2"], ["B", "C1"], ["W", "B1"]])
+    assert lines == [] and len(requests) == 1
+    stones = requests[0].board.stones
+    assert all(stones[parse_loc(v, 9, 9)] == EMPTY for v in ("A1", "A2", "B1"))  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
@@ -109,7 +119,10 @@ def test_player_and_location_errors() -> None:
 def test_rules_names() -> None:
     for name in ("chinese", "japanese", "korean", "tromp-taylor", "aga", "new-zealand", "stone-scoring", "Chinese"):
         assert parse_rules(name) is not None, name
-    assert parse_rules({"ko": "SIMPLE", "scoring": "AREA"}) == "custom"
+    assert parse_rules({"ko": "SIMPLE", "scoring": "AREA"}) == Rules(ko="SIMPLE", scoring="AREA")
+    assert str(parse_rules("japanese")) == "koSIMPLEscoreTERRITORYtaxSEKIsui0komi6.5"
+    assert str(parse_rules("koSPIGHTscoreTERRITORY")) == "koSPIGHTscoreTERRITORYtaxSEKIsui1komi6.5"
+    assert parse_rules({}) == Rules()  # an empty object is Tromp-Taylor
     assert parse_rules("nonsense") is None and parse_rules({"bogus": 1}) is None
 
 

@@ -1,0 +1,115 @@
+"""Device profiles of the simulated engine: which machine and network the throughput model stands for.
+
+Chosen by the environment knob ``KGSERVE_SIM_PROFILE`` (default ``h200-b40c768``); ``kgserve.sim.throughput``
+reads every constant from the profile.
+
+``h200-b40c768`` (kind ``gpu``): an H200 running a b40c768 network from a 32-core host. No H200 was available
+to measure, so its constants are set from public figures (shape, not targets; more in
+tests/data/katago-reference/performance-facts.md):
+
+* RTX 4090, TensorRT, b28 network, ``katago benchmark``: 575 visits/s at 5 search threads (avg batch 2.5),
+  1,435 at 16, 2,347 at 40 (avg batch 19): throughput keeps rising with threads in flight, sub-linearly
+  (KataGo issue #1041, 2025-07-11).
+* RTX 4060 Ti, b40 network, ``katago benchmark``: CUDA 254 visits/s (20 threads), TensorRT 1,957 (32 threads):
+  the backend matters as much as the card (KataGo issue #852, 2023-10-31).
+* 8 x A100 (AWS), the b40-era strongest network: "maybe like 35k per second was common" for the whole machine,
+  ~4.4k visits/s per A100, varying with transpositions (KataGo issue #452, lightvector, 2021-03-23).
+* H100 / H200, one process: ``benchmark`` recommended 320 threads while GPU utilisation stayed <= 10%
+  (KataGo issue #982): one process leaves a big GPU mostly idle.
+* ``numNNServerThreadsPerModel = 2`` on one GPU: up to 1.57x (KataGo PR #1239, v1.18 CUDA optimisations).
+* RTX PRO 6000 (Blackwell), b11c768 transformer: CUDA 2,814 visits/s at 64 threads (KataGo PR #1218).
+  No figure for an RTX 6000 Ada with a b28/b40 network was found in the sources searched.
+
+Re-calibrating it from a real GPU: docs/throughput-model.md ("Re-calibrating the GPU profile").
+
+``cpu-eigen-b6c96`` (kind ``cpu``): KataGo's Eigen (CPU) backend running the 6-block test network
+(g170-b6c96) on a 2-core x86-64 host (AVX2). Measured with ``python -m kgbench.bench.calibration``
+(table in docs/throughput-model.md). On the Eigen backend the neural net runs on the same cores as the search:
+there is no device to overlap with, ``numNNServerThreadsPerModel`` is ignored (KataGo runs
+``numEigenThreadsPerModel`` NN threads, default min(search threads in flight, cores)), and every query costs
+CPU time: tree work per visit, NN rows (a per-batch overhead amortised over the batch), wasted evaluations of
+extra search threads, a per-query overhead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "DeviceProfile", "get_profile"]
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    name: str
+    kind: Literal["gpu", "cpu"]
+    device_name: str  # in the sim's start-up log and out-of-memory message
+    host_cores: int
+    # gpu: seconds per batch on the serving thread (h = h0 + h1*b) and on the device (d0 + d1*b**0.85 + d2*max)
+    h0: float = 0.0
+    h1: float = 0.0
+    d0: float = 0.0
+    d1: float = 0.0
+    d2: float = 0.0
+    # cpu: NN CPU seconds per batch (n0) and per row (n1)
+    n0: float = 0.0
+    n1: float = 0.0
+    c_visit: float = 0.0  # CPU seconds of tree work per visit
+    waste: float = 0.0  # extra evaluations per visit for each search thread beyond the first
+    oversub: float = 0.5  # cost growth per doubling of threads beyond the cores
+    batch_cap: float = 0.0  # cpu: the most rows an NN thread finds queued (0: only nnMaxBatchSize limits)
+    q0: float = 0.0  # seconds per query: wall time (gpu) or CPU time (cpu)
+    memory_gb: float = 0.0  # device memory (gpu) or what the sim allows the process (cpu)
+    weights_gb: float = 0.0
+    row_gb: float = 0.0
+    base_gb: float = 0.0
+
+
+H200_B40C768 = DeviceProfile(
+    name="h200-b40c768",
+    kind="gpu",
+    device_name="NVIDIA H200 (simulated)",
+    host_cores=32,
+    h0=0.0020,
+    h1=0.00009,
+    d0=0.0015,
+    d1=0.00018,
+    d2=0.000012,
+    c_visit=0.0009,
+    waste=0.06,
+    q0=0.004,
+    memory_gb=141.0,
+    weights_gb=0.6,
+    row_gb=0.09,
+    base_gb=1.0,
+)
+
+CPU_EIGEN_B6C96 = DeviceProfile(
+    name="cpu-eigen-b6c96",
+    kind="cpu",
+    device_name="CPU (Eigen backend, simulated)",
+    host_cores=2,
+    # fitted (least squares on log error) to the real engine's CPU seconds per query over the 16-cfg grid of
+    # kgbench.bench.calibration, 4 repetitions, 2026-11-22 (docs/throughput-model.md); q0 from 8/32/128-visit runs
+    n0=0.0024,
+    n1=0.0031,
+    c_visit=0.0017,
+    waste=0.014,
+    oversub=0.02,
+    batch_cap=2.0,
+    q0=0.005,
+    memory_gb=64.0,
+    weights_gb=0.02,
+    row_gb=0.0005,
+    base_gb=0.1,
+)
+
+PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (H200_B40C768, CPU_EIGEN_B6C96)}
+DEFAULT_PROFILE = H200_B40C768.name
+
+
+def get_profile(name: str) -> DeviceProfile:
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise ValueError(f"unknown sim profile {name!r}; known: {', '.join(sorted(PROFILES))}") from None
