@@ -42,6 +42,15 @@ def rewrite_overrides(args: Sequence[str], groups: set[str] | None = None) -> li
     return out
 
 
+def with_grid_sweeper(args: Sequence[str]) -> list[str]:
+    """A multirun that names no sweeper (hparams_search=..., hydra/sweeper=...) gets kgbench's grid sweeper, which
+    runs the jobs that share a TensorRT build back to back (kgbench.sweep.grid_sweeper)."""
+    out = list(args)
+    multirun = any(arg in ("-m", "--multirun") for arg in out)
+    named = any(arg.lstrip("+").startswith(("hparams_search=", "hydra/sweeper=")) for arg in out)
+    return [*out, "hydra/sweeper=kgbench_grid"] if multirun and not named else out
+
+
 def job_function(cfg: DictConfig) -> float:
     """The plain job function: run one job, never raise, return its req/s (NaN when it failed)."""
     use_configured_uri(cfg.get("mlflow", {}).get("tracking_uri"))
@@ -64,7 +73,7 @@ def hydra_job(cfg: DictConfig) -> float:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    sys.argv = [sys.argv[0], *rewrite_overrides(args)]
+    sys.argv = [sys.argv[0], *with_grid_sweeper(rewrite_overrides(args))]
     state.reset()
     hydra_job()
     return state.exit_status()

@@ -1,9 +1,12 @@
 """`python -m kgbench.promote`: the best run of a sweep becomes the served configuration.
 
     python -m kgbench.promote [--sweep ID] [--experiment NAME] [--run ID] [--slo-p99-ms X]
+                              [--objective req_per_s|goodput] [--slo-ms X]
                               [--allow-simulated] [--config runtime/config.yaml] [--runtime-dir DIR] [--dry-run]
 
-1. picks the winner among the sweep's runs by the rule in kgbench.decide.selection (printed, with the table);
+1. picks the winner among the sweep's runs by the rule in kgbench.decide.selection (printed with the decision and the
+   table): overlapping 95% intervals are ties, broken by the lower p99; the objective is req/s, or goodput
+   (req/s finished within --slo-ms; default: the SLO each run logged, load.slo_ms);
 2. writes its `katago.cfg` artifact to engine.cfg (runtime/katago_serving.cfg) atomically, under a
    `# kgbench-promote:` provenance header (kgserve.provenance), and prints a diff against the old cfg;
 3. sets engine.backend in runtime/config.yaml (only that value changes; comments stay);
@@ -29,7 +32,7 @@ from mlflow.tracking import MlflowClient
 from kgbench.decide import runs as runlib
 from kgbench.decide.cfgwrite import atomic_write_text, set_engine_backend, unified_diff
 from kgbench.decide.scratch import DEFAULT_SCRATCH_DIR, ScratchRuntime, scratch_runtime, serve_command
-from kgbench.decide.selection import RULE, Candidate, Selection, choose_winner, format_table
+from kgbench.decide.selection import OBJECTIVES, Candidate, Selection, choose_winner, format_table, rule_text
 from kgserve.provenance import render_header, split_header
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_settings
 
@@ -51,7 +54,9 @@ def _fmt(value: float | None) -> str:
     return "" if value is None else f"{value:.6g}"
 
 
-def build_header_fields(run: Run, winner: Candidate, sweep_id: str, slo_p99_ms: float | None) -> dict[str, str]:
+def build_header_fields(
+    run: Run, winner: Candidate, sweep_id: str, slo_p99_ms: float | None, rule: str | None = None
+) -> dict[str, str]:
     tags = run.data.tags
     fields: dict[str, str] = {}
     if winner.simulated:
@@ -67,12 +72,15 @@ def build_header_fields(run: Run, winner: Candidate, sweep_id: str, slo_p99_ms: 
             "model_sha256": tags.get("model_sha256", ""),
             "katago_version": tags.get("katago_version", ""),
             "req_per_s": _fmt(winner.req_per_s),
+            "req_per_s_ci95": f"{_fmt(winner.req_per_s_low)}..{_fmt(winner.req_per_s_high)}",
+            "goodput_per_s": _fmt(winner.goodput_per_s),
+            "goodput_slo_ms": _fmt(winner.slo_ms),
             "p50_ms": _fmt(winner.p50_ms),
             "p99_ms": _fmt(winner.p99_ms),
             "simulated": "true" if winner.simulated else "false",
             "config": winner.label,
             "git_commit": tags.get("git_commit", ""),
-            "rule": RULE + (f"; SLO p99 <= {slo_p99_ms:g} ms" if slo_p99_ms is not None else ""),
+            "rule": (rule or rule_text()) + (f"; SLO p99 <= {slo_p99_ms:g} ms" if slo_p99_ms is not None else ""),
         }
     )
     return fields
@@ -103,7 +111,14 @@ def _select(client: MlflowClient, args: argparse.Namespace) -> tuple[Selection, 
                   file=sys.stderr)  # fmt: skip
     if not runs:
         raise PromoteError(f"sweep {sweep_id} has no job runs")
-    return choose_winner(runlib.candidates(runs), args.slo_p99_ms, args.allow_simulated), sweep_id
+    cands = runlib.candidates(runs)
+    if args.objective == "goodput" and args.slo_ms is not None:
+        cands = runlib.goodput_at(client, runs, cands, args.slo_ms)
+    return choose_winner(cands, args.slo_p99_ms, args.allow_simulated, args.objective), sweep_id
+
+
+def _rule(args: argparse.Namespace) -> str:
+    return rule_text(args.objective, args.slo_ms)
 
 
 def _retag(client: MlflowClient, winner: Run) -> list[str]:
@@ -143,8 +158,10 @@ def _write_both(
 
 def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) -> int:
     selection, sweep_id = _select(client, args)
-    print(f"rule: {RULE}" + (f" (SLO: p99 <= {args.slo_p99_ms:g} ms)" if args.slo_p99_ms is not None else ""))
+    print(f"rule: {_rule(args)}" + (f" (SLO: p99 <= {args.slo_p99_ms:g} ms)" if args.slo_p99_ms is not None else ""))
     print(format_table(selection))
+    if selection.decision is not None:
+        print(f"decision: {selection.decision.explanation}")
     winner = selection.winner
     if winner is None:
         hint = " (simulated runs need --allow-simulated)" if selection.only_simulated_blocked() else ""
@@ -169,7 +186,7 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
         print(f"warning: the run used model {model_tag} but config.yaml serves {served_model}", file=sys.stderr)
 
     _, body = split_header(_download_cfg(client, winner.run_id))
-    new_cfg = render_header(build_header_fields(run, winner, sweep_id, args.slo_p99_ms), body)
+    new_cfg = render_header(build_header_fields(run, winner, sweep_id, args.slo_p99_ms, _rule(args)), body)
     target = _target(args, settings, winner)
     cfg_path, config_path = target.cfg_path, target.config_path
     if target.scratch is not None:
@@ -239,6 +256,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--experiment", help=f"MLflow experiment (default {runlib.DEFAULT_EXPERIMENT!r})")
     p.add_argument("--run", help="promote this run (the rule still applies)")
     p.add_argument("--slo-p99-ms", type=float, default=None, help="only runs with p99 <= this many ms")
+    p.add_argument("--objective", choices=OBJECTIVES, default="req_per_s",
+                   help="what the winner maximises: req/s, or goodput (req/s within --slo-ms)")  # fmt: skip
+    p.add_argument("--slo-ms", type=float, default=None,
+                   help="goodput's latency objective in ms (default: each run's load.slo_ms)")  # fmt: skip
     p.add_argument("--allow-simulated", action="store_true", help="allow a simulated run to win (labelled)")
     p.add_argument("--config", type=Path, default=None, help=f"default {DEFAULT_CONFIG_PATH}")
     p.add_argument(
@@ -255,6 +276,12 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.slo_ms is not None and not args.slo_ms > 0:
+        print(f"error: --slo-ms must be > 0, got {args.slo_ms:g}", file=sys.stderr)
+        return 2
+    if args.slo_ms is not None and args.objective != "goodput":
+        print("error: --slo-ms is goodput's objective: use it with --objective goodput", file=sys.stderr)
+        return 2
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:

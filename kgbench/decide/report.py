@@ -1,10 +1,12 @@
 """`python -m kgbench.report [--sweep ID] [--experiment NAME] [--out DIR]`: a sweep as a table and pictures.
 
 Writes to DIR (default kgbench-reports/<sweep id>) and logs to the sweep's parent run under `report/`:
-  runs.csv                       one row per run: backend, swept keys, req/s, visits/s, p50, p99, errors,
-                                 NN avg batch size, GPU utilisation, status and flags
-  pareto.png                     req/s against p99 per backend (Pareto fronts, the winner circled)
-  throughput_vs_concurrency.png  req/s per concurrency level per run (mode=engine: visits/s per thread count)
+  runs.csv                       one row per run: backend, swept keys, req/s with its 95% interval, goodput,
+                                 the knee, visits/s, p50, p99, errors, NN avg batch size, GPU utilisation,
+                                 engine start-up (with TensorRT: the engine build), status and flags
+  pareto.png                     req/s against p99 per backend (Pareto fronts, error bars, the winner circled)
+  throughput_vs_concurrency.png  req/s per concurrency level per run, error bars, knees marked
+                                 (mode=engine: visits/s per thread count)
   summary.md                     the table in Markdown, the winner under the promote rule, the pictures
 """
 
@@ -23,12 +25,17 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.decide import runs as runlib
 from kgbench.decide.reportplots import concurrency_plot, pareto_plot
-from kgbench.decide.selection import RULE, choose_winner
+from kgbench.decide.selection import RULE, Selection, choose_winner
 
 __all__ = ["Report", "build_table", "main", "markdown_table", "write_report"]
 
 METRIC_COLUMNS = (
     "req_per_s",
+    "req_per_s_ci_low",
+    "req_per_s_ci_high",
+    "goodput_per_s",
+    "slo_ms",
+    "knee_concurrency",
     "visits_per_s",
     "p50_ms",
     "p99_ms",
@@ -54,11 +61,11 @@ def _short(key: str) -> str:
     return key.split(".", 1)[-1] if key.startswith(runlib.SWEPT_PARAM_PREFIXES) else key
 
 
-def build_table(runs: list[Run]) -> pd.DataFrame:
+def build_table(runs: list[Run], selection: Selection | None = None) -> pd.DataFrame:
     """One row per run, best req/s first; the swept keys as columns; `winner` marks the promote rule's
     choice (simulated runs allowed, no SLO)."""
     keys = [k for k in runlib.swept_keys(runs) if k != "backend"]
-    selection = choose_winner(runlib.candidates(runs), allow_simulated=True)
+    selection = selection or choose_winner(runlib.candidates(runs), allow_simulated=True)
     winner = selection.winner.run_id if selection.winner else None
     verdicts = {v.candidate.run_id: v.reason for v in selection.verdicts}
     rows = []
@@ -73,6 +80,8 @@ def build_table(runs: list[Run]) -> pd.DataFrame:
         row.update(
             {
                 "trt_cache": tags.get("kgbench.trt_cache"),
+                "build_group": tags.get("kgbench.build_group"),
+                "repeat_rate": metrics.get("position_repeat_rate"),
                 "status": run.info.status,
                 "simulated": tags.get("simulated") == "true",
                 "promoted": tags.get("promoted") == "true",
@@ -87,7 +96,7 @@ def build_table(runs: list[Run]) -> pd.DataFrame:
     for column in (*METRIC_COLUMNS, *ENGINE_COLUMNS):
         if column in table.columns:
             table[column] = pd.to_numeric(table[column], errors="coerce")
-    optional = (*ENGINE_COLUMNS, "trt_cache")
+    optional = (*ENGINE_COLUMNS, "trt_cache", "build_group")
     table = table.drop(columns=[c for c in optional if c in table.columns and table[c].isna().all()])
     if not table.empty:
         table = table.sort_values(["req_per_s", "visits_per_s"], ascending=False, na_position="last", kind="stable")
@@ -119,7 +128,20 @@ def _series(client: MlflowClient, runs: list[Run], key: str) -> dict[str, dict[i
     return out
 
 
-def _summary(sweep_id: str, parent: Run, table: pd.DataFrame, columns: list[str], winner: str | None) -> str:
+def _cold_start_line(table: pd.DataFrame) -> str:
+    """What every job started from: its own kgserve and engines, an empty NN cache, no position repeated."""
+    repeats = pd.to_numeric(table.get("repeat_rate", pd.Series(dtype=float)), errors="coerce").dropna()
+    worst = f"{repeats.max():.1%}" if not repeats.empty else "-"
+    return (
+        "- cold start: every job started its own kgserve and engines (NN cache empty; `engine_start_s` is the "
+        "start-up, with TensorRT the engine build or its cache load), so no job can hit a position cached by "
+        f"another; highest position repeat rate within a job: {worst}"
+    )
+
+
+def _summary(
+    sweep_id: str, parent: Run, table: pd.DataFrame, columns: list[str], winner: str | None, decision: str | None
+) -> str:
     simulated = bool(table["simulated"].any()) if not table.empty else False
     lines = [
         f"# kgbench sweep {sweep_id}",
@@ -128,6 +150,7 @@ def _summary(sweep_id: str, parent: Run, table: pd.DataFrame, columns: list[str]
         f"- report written: {datetime.now(UTC).isoformat(timespec='seconds')}",
         f"- runs: {len(table)} ({int((table['status'] == 'FINISHED').sum()) if not table.empty else 0} finished)",
         f"- promote rule: {RULE}",
+        _cold_start_line(table),
     ]
     if simulated:
         lines.append("- **SIMULATED**: some runs used kgserve.sim, not KataGo on a GPU; their numbers are not real.")
@@ -138,6 +161,8 @@ def _summary(sweep_id: str, parent: Run, table: pd.DataFrame, columns: list[str]
             f"- {_cell(row['req_per_s'])} req/s, p99 {_cell(row['p99_ms'])} ms "
             f"(`python -m kgbench.promote --sweep {sweep_id}`)"
         )
+        if decision:
+            lines.append(f"- decision: {decision}")
     else:
         lines.append("- no run satisfies the promote rule")
     lines += [
@@ -162,7 +187,8 @@ def write_report(client: MlflowClient, parent: Run, out_dir: Path, log_to_mlflow
     sweep_id = runlib.sweep_id_of(parent)
     runs = runlib.sweep_children(client, parent)
     out_dir.mkdir(parents=True, exist_ok=True)
-    table = build_table(runs)
+    selection = choose_winner(runlib.candidates(runs), allow_simulated=True)
+    table = build_table(runs, selection)
     winner = str(table.loc[table["winner"], "run_id"].iloc[0]) if not table.empty and table["winner"].any() else None
     shown = [c for c in table.columns if c not in ("winner", "label", "run_id")]
     files = {"csv": out_dir / "runs.csv", "summary": out_dir / "summary.md"}
@@ -170,6 +196,16 @@ def write_report(client: MlflowClient, parent: Run, out_dir: Path, log_to_mlflow
     files["pareto"] = pareto_plot(table, out_dir / "pareto.png", f"sweep {sweep_id}: req/s vs p99")
     key, xlabel, ylabel = LEVEL_SERIES
     series = _series(client, runs, key)
+    lows, highs = _series(client, runs, "level_req_per_s_ci_low"), _series(client, runs, "level_req_per_s_ci_high")
+    bounds = {
+        run_id: {step: (low, highs[run_id][step]) for step, low in steps.items() if step in highs.get(run_id, {})}
+        for run_id, steps in lows.items()
+    }
+    knees = {
+        str(row["run_id"]): int(row["knee_concurrency"])
+        for _, row in table.iterrows()
+        if "knee_concurrency" in table.columns and pd.notna(row["knee_concurrency"])
+    }
     if not series:
         key, xlabel, ylabel = ENGINE_SERIES
         series = _series(client, runs, key)
@@ -177,9 +213,14 @@ def write_report(client: MlflowClient, parent: Run, out_dir: Path, log_to_mlflow
     labels = {str(row["run_id"]): str(row["label"]) for _, row in table.iterrows()} if not table.empty else {}
     files["concurrency"] = concurrency_plot(
         series, backends, labels, out_dir / "throughput_vs_concurrency.png",
-        f"sweep {sweep_id}: {ylabel} vs {xlabel.split(' (')[0]}", xlabel, ylabel,
+        f"sweep {sweep_id}: {ylabel} vs {xlabel.split(' (')[0]}", xlabel, ylabel, bounds, knees,
     )  # fmt: skip
-    files["summary"].write_text(_summary(sweep_id, parent, table, shown, winner), encoding="utf-8")
+    files["summary"].write_text(
+        _summary(
+            sweep_id, parent, table, shown, winner, selection.decision.explanation if selection.decision else None
+        ),
+        encoding="utf-8",
+    )
     if log_to_mlflow:
         client.log_artifacts(parent.info.run_id, str(out_dir), artifact_path="report")
     return Report(out_dir=out_dir, table=table, files=files, winner=winner)

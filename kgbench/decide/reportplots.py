@@ -4,6 +4,8 @@
   backend is both faster and has a lower p99);
 - `concurrency_plot`: throughput against concurrency per run (the per-level series logged with
   step = concurrency), or, for mode=engine sweeps, visits/s against search threads.
+Error bars are the 95% intervals of req/s (kgbench.load.interval); the knee (the concurrency where a run
+reaches 95% of its best req/s) is marked with a diamond.
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ def pareto_plot(table: pd.DataFrame, path: Path, title: str) -> Path:
         clean = group[(group["errors"].fillna(1) == 0)]
         dirty = group.drop(clean.index)
         ax.scatter(clean["p99_ms"], clean["req_per_s"], color=colour, s=45, label=f"{backend}", zorder=3)
+        if {"req_per_s_ci_low", "req_per_s_ci_high"} <= set(group.columns):
+            low = (group["req_per_s"] - group["req_per_s_ci_low"]).clip(lower=0).fillna(0)
+            high = (group["req_per_s_ci_high"] - group["req_per_s"]).clip(lower=0).fillna(0)
+            ax.errorbar(group["p99_ms"], group["req_per_s"], yerr=[low, high], fmt="none", ecolor=colour,
+                        alpha=0.6, capsize=3, zorder=2)  # fmt: skip
         if not dirty.empty:
             ax.scatter(
                 dirty["p99_ms"],
@@ -111,8 +118,11 @@ def concurrency_plot(
     title: str,
     xlabel: str = "concurrency (queries in flight)",
     ylabel: str = "throughput (req/s)",
+    bounds: Mapping[str, Mapping[int, tuple[float, float]]] | None = None,
+    knees: Mapping[str, int] | None = None,
 ) -> Path:
-    """One line per run: value against step (concurrency, or threads for mode=engine)."""
+    """One line per run: value against step (concurrency, or threads for mode=engine); ``bounds`` (run ->
+    step -> (low, high)) draws error bars, ``knees`` (run -> step) marks each run's knee."""
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
     order = sorted(set(backends.values()))
     drawn = 0
@@ -129,6 +139,19 @@ def concurrency_plot(
         per_backend[backend] = per_backend.get(backend, 0) + 1
         all_steps.update(steps)
         ax.plot(steps, [points[s] for s in steps], marker="o", linestyle=style, color=colour, alpha=0.85, label=label)
+        run_bounds = (bounds or {}).get(run_id, {})
+        with_bounds = [s for s in steps if s in run_bounds]
+        if with_bounds:
+            yerr = [
+                [max(0.0, points[s] - run_bounds[s][0]) for s in with_bounds],
+                [max(0.0, run_bounds[s][1] - points[s]) for s in with_bounds],
+            ]
+            ax.errorbar(with_bounds, [points[s] for s in with_bounds], yerr=yerr, fmt="none", ecolor=colour,
+                        alpha=0.6, capsize=3)  # fmt: skip
+        knee = (knees or {}).get(run_id)
+        if knee is not None and knee in points:
+            ax.scatter([knee], [points[knee]], marker="D", s=70, color=colour, edgecolors="black", zorder=4,
+                       label="knee (95% of max)" if drawn == 0 else None)  # fmt: skip
         drawn += 1
     if drawn == 0:
         _empty(ax, "no per-level series logged")

@@ -6,15 +6,19 @@ kgbench.role=sweep, kgbench.sweep_id), one child run per job (kgbench.role=job, 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
+from kgbench.decide.goodput import best_goodput
 from kgbench.decide.selection import Candidate
 
 __all__ = [
@@ -24,6 +28,7 @@ __all__ = [
     "candidates",
     "default_tracking_uri",
     "find_sweep",
+    "goodput_at",
     "label_of",
     "make_client",
     "promoted_runs",
@@ -148,10 +153,47 @@ def candidates(runs: Sequence[Run]) -> list[Candidate]:
                 invalid=_flag(run, "kgbench.invalid"),
                 invalid_reason=tags.get("kgbench.invalid_reason", ""),
                 failed=tags.get("kgbench.status") == "failed",
+                pruned=_flag(run, "kgbench.pruned"),
                 simulated=_flag(run, "simulated"),
                 promoted=_flag(run, "promoted"),
                 label=label_of(run, keys),
                 extra={"mode": tags.get("mode") or run.data.params.get("mode", "")},
+                req_per_s_low=_metric(run, "req_per_s_ci_low"),
+                req_per_s_high=_metric(run, "req_per_s_ci_high"),
+                goodput_per_s=_metric(run, "goodput_per_s"),
+                goodput_low=_metric(run, "goodput_ci_low"),
+                goodput_high=_metric(run, "goodput_ci_high"),
+                slo_ms=_metric(run, "slo_ms"),
+            )
+        )
+    return out
+
+
+def goodput_at(client: MlflowClient, runs: Sequence[Run], cands: Sequence[Candidate], slo_ms: float) -> list[Candidate]:
+    """The candidates with goodput counted against ``slo_ms``: a run that logged it at another objective is
+    recounted from its requests.csv artifact (a run without one keeps no goodput, and is passed over)."""
+    by_id = {run.info.run_id: run for run in runs}
+    out = []
+    for cand in cands:
+        if cand.slo_ms is not None and math.isclose(cand.slo_ms, slo_ms):
+            out.append(cand)
+            continue
+        run = by_id[cand.run_id]
+        ci = None
+        try:
+            window_s = float(run.data.params.get("load.window_s", "nan"))
+            with tempfile.TemporaryDirectory(prefix="kgbench-goodput-") as tmp:
+                frame = pd.read_csv(client.download_artifacts(cand.run_id, "requests.csv", tmp))
+            ci = best_goodput(frame, slo_ms, window_s) if math.isfinite(window_s) else None
+        except Exception:  # MlflowException / OSError / a malformed CSV: no goodput at this objective
+            ci = None
+        out.append(
+            dataclasses.replace(
+                cand,
+                goodput_per_s=ci.mean if ci else None,
+                goodput_low=ci.low if ci else None,
+                goodput_high=ci.high if ci else None,
+                slo_ms=slo_ms,
             )
         )
     return out

@@ -1,12 +1,14 @@
 """The promote rule, as a pure function over candidate runs (no MLflow here).
 
-Rule: the winner is the run with the highest req/s among runs that
+Rule: among the runs that
   - FINISHED (MLflow status) and kgbench.status is not "failed",
   - had zero errors and zero timeouts,
-  - are not flagged kgbench.unstable or kgbench.invalid,
+  - are not flagged kgbench.unstable or kgbench.invalid, and were not pruned by an Optuna search,
   - have a p99 within the SLO when one is given (`--slo-p99-ms`),
-  - are not simulated, unless simulated runs are allowed (`--allow-simulated`).
-Ties on req/s are broken by the lower p99 (then the run id, for a stable answer).
+  - are not simulated, unless simulated runs are allowed (`--allow-simulated`),
+the objective (req/s, or goodput: req/s finished within a latency objective) decides, noise-aware
+(kgbench.decide.ties): runs whose 95% intervals overlap the best run's are tied, and the lowest p99 among the
+tied wins.
 """
 
 from __future__ import annotations
@@ -14,13 +16,29 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
-__all__ = ["RULE", "Candidate", "Selection", "Verdict", "choose_winner", "format_table"]
+from kgbench.decide.ties import Decision, Scored, decide, tie_rule
+from kgbench.load.interval import Interval
 
-RULE = (
-    "highest req/s among FINISHED runs with 0 errors and 0 timeouts, not flagged unstable or invalid, "
-    "p99 within the SLO when given, simulated runs only with --allow-simulated; ties -> lower p99"
+__all__ = ["OBJECTIVES", "RULE", "Candidate", "Objective", "Selection", "Verdict", "choose_winner", "format_table",
+           "rule_text"]  # fmt: skip
+
+Objective = Literal["req_per_s", "goodput"]
+OBJECTIVES: tuple[Objective, ...] = ("req_per_s", "goodput")
+_ELIGIBLE = (
+    "FINISHED runs with 0 errors and 0 timeouts, not flagged unstable or invalid, p99 within the SLO when given, "
+    "simulated runs only with --allow-simulated"
 )
+
+
+def rule_text(objective: Objective = "req_per_s", slo_ms: float | None = None) -> str:
+    """The whole rule in one line, as printed with every decision."""
+    metric = "req/s" if objective == "req_per_s" else "goodput" + (f" (req/s within {slo_ms:g} ms)" if slo_ms else "")
+    return f"among {_ELIGIBLE}: {tie_rule(metric)}"
+
+
+RULE = rule_text()
 
 
 @dataclass(frozen=True)
@@ -37,10 +55,30 @@ class Candidate:
     invalid: bool = False
     invalid_reason: str = ""
     failed: bool = False  # kgbench.status == "failed"
+    pruned: bool = False  # stopped early by the Optuna search (kgbench.pruned): its last levels never ran
     simulated: bool = False
     promoted: bool = False
     label: str = ""  # the swept keys, for the table
     extra: Mapping[str, str] = field(default_factory=dict)
+    req_per_s_low: float | None = None  # 95% interval of req/s (None: not measured, the point counts)
+    req_per_s_high: float | None = None
+    goodput_per_s: float | None = None  # req/s within slo_ms
+    goodput_low: float | None = None
+    goodput_high: float | None = None
+    slo_ms: float | None = None  # the latency objective goodput was counted against
+
+    def objective(self, objective: Objective) -> Interval | None:
+        """The objective's value with its interval (a point when no interval was logged); None if absent."""
+        mean, low, high = (
+            (self.req_per_s, self.req_per_s_low, self.req_per_s_high)
+            if objective == "req_per_s"
+            else (self.goodput_per_s, self.goodput_low, self.goodput_high)
+        )
+        if mean is None or not math.isfinite(mean):
+            return None
+        if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+            return Interval.point(mean)
+        return Interval(mean, min(low, mean), max(high, mean), 2)
 
 
 @dataclass(frozen=True)
@@ -53,6 +91,8 @@ class Verdict:
 class Selection:
     winner: Candidate | None
     verdicts: tuple[Verdict, ...]
+    decision: Decision | None = None  # how the winner was chosen among the eligible (the tie rule)
+    objective: Objective = "req_per_s"
 
     @property
     def eligible(self) -> list[Candidate]:
@@ -67,13 +107,15 @@ def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
 
-def _reason(c: Candidate, slo_p99_ms: float | None, allow_simulated: bool) -> str | None:
+def _reason(c: Candidate, slo_p99_ms: float | None, allow_simulated: bool, objective: Objective) -> str | None:
     if c.status != "FINISHED":
         return f"status {c.status}"
     if c.failed:
         return "kgbench.status failed"
     if not _finite(c.req_per_s):
         return "no req_per_s"
+    if objective == "goodput" and not _finite(c.goodput_per_s):
+        return "no goodput_per_s"
     if c.errors is None:
         return "no errors metric"
     if c.errors > 0:
@@ -84,6 +126,8 @@ def _reason(c: Candidate, slo_p99_ms: float | None, allow_simulated: bool) -> st
         return "unstable"
     if c.invalid:
         return f"invalid ({c.invalid_reason})" if c.invalid_reason else "invalid"
+    if c.pruned:
+        return "pruned by the search"
     if slo_p99_ms is not None:
         if not _finite(c.p99_ms):
             return "no p99_ms (SLO given)"
@@ -95,24 +139,38 @@ def _reason(c: Candidate, slo_p99_ms: float | None, allow_simulated: bool) -> st
     return None
 
 
-def _key(c: Candidate) -> tuple[float, float, str]:
-    p99 = c.p99_ms if _finite(c.p99_ms) else math.inf
-    assert c.req_per_s is not None and p99 is not None
-    return (-c.req_per_s, p99, c.run_id)
+def _scored(c: Candidate, objective: Objective) -> Scored:
+    interval = c.objective(objective)
+    assert interval is not None  # eligible candidates have the objective
+    return Scored(c.run_id, interval, c.p99_ms if c.p99_ms is not None and _finite(c.p99_ms) else math.inf)
 
 
 def choose_winner(
-    candidates: Iterable[Candidate], slo_p99_ms: float | None = None, allow_simulated: bool = False
+    candidates: Iterable[Candidate],
+    slo_p99_ms: float | None = None,
+    allow_simulated: bool = False,
+    objective: Objective = "req_per_s",
 ) -> Selection:
-    """Apply RULE. Verdicts keep the candidates' order, each with the reason it was passed over."""
-    verdicts = tuple(Verdict(c, _reason(c, slo_p99_ms, allow_simulated)) for c in candidates)
-    eligible = [v.candidate for v in verdicts if v.reason is None]
-    winner = min(eligible, key=_key) if eligible else None
-    return Selection(winner=winner, verdicts=verdicts)
+    """Apply the rule (``rule_text``). Verdicts keep the candidates' order, each with the reason it was passed
+    over; ``decision`` explains the choice among the eligible."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    verdicts = tuple(Verdict(c, _reason(c, slo_p99_ms, allow_simulated, objective)) for c in candidates)
+    eligible = {v.candidate.run_id: v.candidate for v in verdicts if v.reason is None}
+    metric = "req/s" if objective == "req_per_s" else "goodput"
+    decision = decide([_scored(c, objective) for c in eligible.values()], metric)
+    winner = eligible[decision.winner] if decision else None
+    return Selection(winner=winner, verdicts=verdicts, decision=decision, objective=objective)
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
+
+
+def _interval(c: Candidate) -> str:
+    if c.req_per_s_low is None or c.req_per_s_high is None or not _finite(c.req_per_s_low):
+        return "-"
+    return f"[{c.req_per_s_low:.2f}, {c.req_per_s_high:.2f}]"
 
 
 def format_table(selection: Selection) -> str:
@@ -121,7 +179,9 @@ def format_table(selection: Selection) -> str:
         selection.verdicts,
         key=lambda v: (v.reason is not None, -(v.candidate.req_per_s or -math.inf), v.candidate.run_id),
     )
-    header = ["", "run", "backend", "req/s", "p50 ms", "p99 ms", "errors", "sim", "config", "verdict"]
+    header = ["", "run", "backend", "req/s", "95% interval", "goodput", "p50 ms", "p99 ms", "errors", "sim", "config",
+              "verdict"]  # fmt: skip
+    tied = set(selection.decision.tied) if selection.decision else set()
     body: list[list[str]] = []
     for v in rows:
         c = v.candidate
@@ -132,12 +192,14 @@ def format_table(selection: Selection) -> str:
                 c.run_id[:12],
                 c.backend,
                 _fmt(c.req_per_s, 2),
+                _interval(c),
+                _fmt(c.goodput_per_s, 2),
                 _fmt(c.p50_ms),
                 _fmt(c.p99_ms),
                 _fmt(c.errors, 0),
                 "yes" if c.simulated else "no",
                 c.label or "-",
-                "WINNER" if mark else (v.reason or "eligible"),
+                "WINNER" if mark else (v.reason or ("tied, higher p99" if c.run_id in tied else "eligible")),
             ]
         )
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]

@@ -16,13 +16,22 @@ from typing import Any, Literal
 import aiohttp
 import psutil
 
-from kgbench.load.latency import merge_selfwatch, selfwatch_summary, selfwatch_verdict, summarise_level, windows_agree
+from kgbench.load.ladder import next_level, planned_levels
+from kgbench.load.latency import (
+    merge_repeats,
+    merge_selfwatch,
+    selfwatch_summary,
+    selfwatch_verdict,
+    summarise_level,
+    windows_agree,
+)
 from kgbench.load.responses import Outcome
 from kgbench.load.senders import DirectSender, HttpSender, Sender
 from kgbench.load.traffic import QuerySource
 from kgbench.load.types import (
     DirectTarget,
     HttpTarget,
+    LevelHook,
     LevelSummary,
     LoadResult,
     LoadSettings,
@@ -38,6 +47,7 @@ Target = str | HttpTarget | DirectTarget | Any  # Any: a started kgserve.pool.En
 __all__ = [
     "DirectTarget",
     "HttpTarget",
+    "LevelHook",
     "LevelSummary",
     "LoadResult",
     "LoadSettings",
@@ -57,8 +67,9 @@ LAG_PROBE_S = 0.05
 class _Level:
     """Bookkeeping of one level: raw results, window counters, self-watch samples."""
 
-    def __init__(self, t0: float, load: LoadSettings, concurrency: int) -> None:
+    def __init__(self, t0: float, load: LoadSettings, concurrency: int, repeat: int = 0) -> None:
         self.t0 = t0
+        self.repeat = repeat
         self.load = load
         self.concurrency = concurrency
         self.raw: list[tuple[float, float, Outcome, str]] = []  # (send_s, done_s, outcome, position)
@@ -103,6 +114,7 @@ class _Level:
                     visits=o.visits,
                     error=o.error,
                     position=pos,
+                    repeat=self.repeat,
                 )
             )
         return out
@@ -176,8 +188,9 @@ async def _run_level(
     t0: float,
     counter: list[int],
     progress: Progress | None,
+    repeat: int = 0,
 ) -> tuple[LevelSummary, list[RequestRecord], SelfWatch]:
-    level = _Level(t0, load, concurrency)
+    level = _Level(t0, load, concurrency, repeat)
     stop = asyncio.Event()
     tasks: set[asyncio.Task[None]] = set()
     if load.mode == "closed":
@@ -189,7 +202,7 @@ async def _run_level(
 
     def report(phase: Any, window: int, rate: float) -> None:
         if progress is not None:
-            progress(ProgressUpdate(concurrency, index, len(load.concurrency), phase, window, rate, level.errors))
+            progress(ProgressUpdate(concurrency, index, planned_levels(load), phase, window, rate, level.errors))
 
     level_start = level.now()
     # warmup: warmup_s, and at least until one round of requests (min(concurrency, 8)) came back
@@ -229,6 +242,7 @@ async def _run_level(
         duration_s=len(rates) * load.window_s,
         window_req_per_s=rates,
         stable=stable,
+        slo_ms=load.slo_ms,
     )
     report("done", -1, summary.req_per_s)
     return summary, records, watch
@@ -251,21 +265,38 @@ def _cpu_seconds() -> float:
 
 
 async def run_levels(
-    sender: Sender, transport: Any, load: LoadSettings, queries: QuerySource, progress: Progress | None
+    sender: Sender,
+    transport: Any,
+    load: LoadSettings,
+    queries: QuerySource,
+    progress: Progress | None,
+    on_level: LevelHook | None = None,
 ) -> LoadResult:
-    """Run every level with an already built sender (used by run_load and the direct transport)."""
+    """Run the levels of the ladder (kgbench.load.ladder), each ``load.repeats`` times, with an already built
+    sender (used by run_load and the direct transport). ``on_level`` may stop the run after any level."""
     t0 = time.monotonic()
     counter = [0]
     levels: list[LevelSummary] = []
     records: list[RequestRecord] = []
     watches: list[SelfWatch] = []
     sent_before, repeats_before = queries.sent, queries.repeats
-    concurrencies = (max(load.concurrency),) if load.mode == "open" else load.concurrency
-    for i, c in enumerate(concurrencies):
-        summary, recs, watch = await _run_level(sender, load, queries, c, i, t0, counter, progress)
-        levels.append(summary)
-        records.extend(recs)
-        watches.append(watch)
+    stop_reason: str | None = None
+    while (step := next_level(load, levels)).concurrency is not None:
+        summaries, level_records = [], []
+        for repeat in range(load.repeats):
+            summary, recs, watch = await _run_level(
+                sender, load, queries, step.concurrency, len(levels), t0, counter, progress, repeat
+            )
+            summaries.append(summary)
+            level_records.extend(recs)
+            watches.append(watch)
+        levels.append(merge_repeats(summaries, level_records))
+        records.extend(level_records)
+        if on_level is not None and on_level(levels[-1]):
+            stop_reason = f"stopped after concurrency {step.concurrency} by the sweep (pruned)"
+            break
+    else:
+        stop_reason = step.reason
     merged = merge_selfwatch(watches)
     reason = selfwatch_verdict(merged, load.max_loop_lag_ms, load.max_cpu_share) if merged else None
     sent = queries.sent - sent_before
@@ -279,30 +310,42 @@ async def run_levels(
         invalid=reason is not None,
         invalid_reason=reason,
         selfwatch=merged,
+        stop_reason=stop_reason,
     )
 
 
 async def run_load(
-    target: Target, load: LoadSettings, queries: QuerySource, progress: Progress | None = None
+    target: Target,
+    load: LoadSettings,
+    queries: QuerySource,
+    progress: Progress | None = None,
+    on_level: LevelHook | None = None,
 ) -> LoadResult:
     """Run every level of ``load`` against ``target``: a str (HTTP base URL), HttpTarget, DirectTarget, or a
     started EnginePool itself (anything with ``submit``)."""
     if not isinstance(target, str | HttpTarget | DirectTarget) and hasattr(target, "submit"):
         target = DirectTarget(target)
     if isinstance(target, DirectTarget):
-        return await run_direct(target.pool, load, queries, progress)
+        return await run_direct(target.pool, load, queries, progress, on_level)
     http = HttpTarget(target) if isinstance(target, str) else target
-    limit = max(load.concurrency) + 8
+    limit = load.highest_level + 8
     connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, force_close=False)
     async with aiohttp.ClientSession(connector=connector) as session:
-        return await run_levels(HttpSender(session, http, load.request_timeout_s), "http", load, queries, progress)
+        return await run_levels(
+            HttpSender(session, http, load.request_timeout_s), "http", load, queries, progress, on_level
+        )
 
 
 async def run_direct(
-    pool: EngineClient, load: LoadSettings, queries: QuerySource, progress: Progress | None = None
+    pool: EngineClient,
+    load: LoadSettings,
+    queries: QuerySource,
+    progress: Progress | None = None,
+    on_level: LevelHook | None = None,
 ) -> LoadResult:
     """Same as ``run_load(DirectTarget(pool), ...)``: every level straight into a started EnginePool."""
-    return await run_levels(DirectSender(pool, load.request_timeout_s), "direct", load, queries, progress)
+    sender = DirectSender(pool, load.request_timeout_s)
+    return await run_levels(sender, "direct", load, queries, progress, on_level)
 
 
 def run_load_sync(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Sequence
 
+from kgbench.load.interval import mean_interval
 from kgbench.load.types import LevelSummary, RequestRecord, SelfWatch
 
 
@@ -62,11 +64,13 @@ def summarise_level(
     duration_s: float,
     window_req_per_s: Sequence[float],
     stable: bool,
+    slo_ms: float = math.nan,
 ) -> LevelSummary:
-    """Summarise the measured records of one level (records of other phases are ignored).
+    """Summarise the measured records of one level, one repeat (records of other phases are ignored).
 
     req/s and visits/s count successful responses completed in the measured ``duration_s``; latency percentiles are
     over successful requests only (errors are counted, not timed); error_rate = errors / all measured requests.
+    Goodput counts the successful responses within ``slo_ms``. Both intervals come from the windows.
     """
     measured = [r for r in records if r.phase == "measure"]
     ok = [r for r in measured if r.error is None]
@@ -74,12 +78,22 @@ def summarise_level(
     p50, p90, p99, mx = latency_stats([r.latency_ms for r in ok])
     visits = sum(r.visits or 0 for r in ok)
     n_err = sum(errors.values())
+    windows = len(window_req_per_s)
+    window_s = duration_s / windows if windows else 0.0
+    good_per_window = [0] * windows
+    for r in ok:
+        if r.latency_ms <= slo_ms and 0 <= r.window < windows:
+            good_per_window[r.window] += 1
+    req_per_s = len(ok) / duration_s if duration_s > 0 else 0.0
+    goodput = sum(good_per_window) / duration_s if duration_s > 0 and math.isfinite(slo_ms) else math.nan
+    rate_ci = mean_interval(window_req_per_s).containing(req_per_s)
+    good_ci = mean_interval([g / window_s for g in good_per_window] if window_s > 0 else []).containing(goodput)
     return LevelSummary(
         concurrency=concurrency,
         offered_rate=offered_rate,
         requests=len(measured),
         duration_s=duration_s,
-        req_per_s=len(ok) / duration_s if duration_s > 0 else 0.0,
+        req_per_s=req_per_s,
         visits_per_s=visits / duration_s if duration_s > 0 else 0.0,
         p50_ms=p50,
         p90_ms=p90,
@@ -89,9 +103,45 @@ def summarise_level(
         errors=n_err,
         timeouts=errors.get("timeout", 0),
         errors_by_kind=dict(sorted(errors.items())),
-        windows=len(window_req_per_s),
+        windows=windows,
         window_req_per_s=tuple(window_req_per_s),
         stable=stable,
+        req_per_s_low=rate_ci.low,
+        req_per_s_high=rate_ci.high,
+        slo_ms=slo_ms,
+        goodput_per_s=goodput,
+        goodput_low=good_ci.low if math.isfinite(slo_ms) else math.nan,
+        goodput_high=good_ci.high if math.isfinite(slo_ms) else math.nan,
+    )
+
+
+def merge_repeats(repeats: Sequence[LevelSummary], records: Sequence[RequestRecord]) -> LevelSummary:
+    """One level measured several times -> one summary: figures over all repeats' records and durations,
+    intervals from the repeats' own req/s and goodput (independent samples, unlike windows). The repeats' window
+    indices overlap; only the totals are taken from the merged windows."""
+    if not repeats:
+        raise ValueError("merge_repeats needs at least one repeat")
+    if len(repeats) == 1:
+        return repeats[0]
+    first = repeats[0]
+    merged = summarise_level(
+        [r for r in records if r.phase == "measure"],
+        concurrency=first.concurrency,
+        offered_rate=first.offered_rate,
+        duration_s=sum(s.duration_s for s in repeats),
+        window_req_per_s=[w for s in repeats for w in s.window_req_per_s],
+        stable=all(s.stable for s in repeats),
+        slo_ms=first.slo_ms,
+    )
+    rate_ci = mean_interval([s.req_per_s for s in repeats]).containing(merged.req_per_s)
+    good_ci = mean_interval([s.goodput_per_s for s in repeats]).containing(merged.goodput_per_s)
+    return dataclasses.replace(
+        merged,
+        req_per_s_low=rate_ci.low,
+        req_per_s_high=rate_ci.high,
+        goodput_low=good_ci.low,
+        goodput_high=good_ci.high,
+        repeats=len(repeats),
     )
 
 

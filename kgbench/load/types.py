@@ -23,11 +23,23 @@ Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
   this (p99 of 50 ms probes during measurement).
 - ``max_cpu_share`` [0.9]: self-watch: the run is invalid when the load generator's own process used more than this
   share of one core during measurement.
+- ``slo_ms`` [1500.0]: latency objective of goodput: successful responses per second that finished within it.
+- ``repeats`` [1]: measure each level this many times (each with its own warmup); the req/s interval then comes
+  from the repeats' means instead of the windows (kgbench.load.interval).
+- ``ladder`` [fixed]: ``fixed`` runs exactly ``concurrency``; ``auto`` starts at its first value and doubles
+  until req/s stops rising beyond noise (the new level's interval overlaps the best level's), p99 passes
+  ``max_p99_ms``, or ``max_concurrency`` is reached (kgbench.load.ladder). Closed loop only.
+- ``max_concurrency`` [1024]: ``ladder: auto``: the highest level it may reach.
+- ``max_p99_ms`` [null]: ``ladder: auto``: stop once a level's p99 exceeds this (null: no latency bound).
+- ``order`` [given]: ``ladder: fixed``: ``given`` runs the levels as listed, ``descending`` the highest first (what
+  an Optuna search uses: the first level then already measures the job's likely best req/s, so the pruner's
+  first comparison is a fair one; see docs/sweeps.md).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -35,6 +47,8 @@ from typing import Any, Literal
 import pandas as pd
 
 Mode = Literal["closed", "open"]
+Ladder = Literal["fixed", "auto"]
+Order = Literal["given", "descending"]
 
 # Error kinds of a request record (``RequestRecord.error``); None = success.
 ERROR_KINDS = (
@@ -68,6 +82,12 @@ class LoadSettings:
     seed: int = 0
     max_loop_lag_ms: float = 100.0
     max_cpu_share: float = 0.9
+    slo_ms: float = 1500.0
+    repeats: int = 1
+    ladder: Ladder = "fixed"
+    max_concurrency: int = 1024
+    max_p99_ms: float | None = None
+    order: Order = "given"
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(int(c) < 1 for c in self.concurrency):
@@ -82,6 +102,29 @@ class LoadSettings:
             raise ValueError("load.min_windows must be >= 1 and load.max_windows >= load.min_windows")
         if self.max_visits < 1 or self.request_timeout_s <= 0 or self.tolerance < 0:
             raise ValueError("load.max_visits >= 1, load.request_timeout_s > 0 and load.tolerance >= 0 required")
+        if not self.slo_ms > 0 or self.repeats < 1:
+            raise ValueError(f"load.slo_ms must be > 0 and load.repeats >= 1, got {self.slo_ms!r}, {self.repeats!r}")
+        if self.ladder not in ("fixed", "auto"):
+            raise ValueError(f"load.ladder must be 'fixed' or 'auto', got {self.ladder!r}")
+        if self.ladder == "auto" and self.mode != "closed":
+            raise ValueError("load.ladder=auto needs load.mode=closed (an open loop has one level)")
+        if self.ladder == "auto" and self.max_concurrency < self.concurrency[0]:
+            raise ValueError(
+                f"load.max_concurrency ({self.max_concurrency}) is below the first level ({self.concurrency[0]})"
+            )
+        if self.order not in ("given", "descending"):
+            raise ValueError(f"load.order must be 'given' or 'descending', got {self.order!r}")
+        if self.order == "descending" and self.ladder == "auto":
+            raise ValueError(
+                "load.order=descending needs load.ladder=fixed (the auto ladder climbs from the first level)"
+            )
+        if self.max_p99_ms is not None and not self.max_p99_ms > 0:
+            raise ValueError(f"load.max_p99_ms must be > 0 or null, got {self.max_p99_ms!r}")
+
+    @property
+    def highest_level(self) -> int:
+        """The most requests this load can have in flight (sizes connection pools and kgserve's limits)."""
+        return max(self.max_concurrency, *self.concurrency) if self.ladder == "auto" else max(self.concurrency)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> LoadSettings:
@@ -134,6 +177,7 @@ class RequestRecord:
     visits: int | None  # rootInfo.visits of the final analysis
     error: str | None  # one of ERROR_KINDS, None = success
     position: str  # traffic key of the position (see kgbench.load.traffic)
+    repeat: int = 0  # which repeat of the level (load.repeats)
 
 
 @dataclass(frozen=True)
@@ -157,6 +201,15 @@ class LevelSummary:
     windows: int
     window_req_per_s: tuple[float, ...]
     stable: bool
+    # 95% interval of req/s: from the windows, or from the repeats when repeats > 1 (kgbench.load.interval)
+    req_per_s_low: float = math.nan
+    req_per_s_high: float = math.nan
+    # goodput: successful responses per second that finished within slo_ms, with its interval
+    slo_ms: float = math.nan
+    goodput_per_s: float = math.nan
+    goodput_low: float = math.nan
+    goodput_high: float = math.nan
+    repeats: int = 1
 
 
 @dataclass(frozen=True)
@@ -179,10 +232,16 @@ class LoadResult:
     invalid: bool  # the load generator could not keep up (see invalid_reason); figures are not the server's
     invalid_reason: str | None
     selfwatch: SelfWatch | None = None
+    stop_reason: str | None = None  # why the level ladder ended (ladder: auto) or was cut short (pruned)
 
     def headline(self) -> LevelSummary | None:
         """The level with the highest req/s (None when no level ran)."""
         return max(self.levels, key=lambda lv: lv.req_per_s, default=None)
+
+    def goodput_headline(self) -> LevelSummary | None:
+        """The level with the highest goodput (None when no level ran)."""
+        return max(self.levels, key=lambda lv: lv.goodput_per_s if math.isfinite(lv.goodput_per_s) else -1.0,
+                   default=None)  # fmt: skip
 
     def records_frame(self) -> Any:
         """The per-request records as a pandas DataFrame (columns = RequestRecord fields)."""
@@ -208,3 +267,6 @@ class ProgressUpdate:
 
 
 Progress = Callable[[ProgressUpdate], None]
+
+LevelHook = Callable[[LevelSummary], bool]
+"""Called after every level with its summary; returning True stops the run there (e.g. an Optuna trial pruned)."""

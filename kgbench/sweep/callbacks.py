@@ -41,8 +41,9 @@ ENV_JOB_KEY = "KGBENCH_JOB_KEY"  # set by a remote launcher: finds the run of a 
 
 
 def display_overrides(overrides: list[str]) -> str:
-    """The override string as the user typed it (kgbench adds `++` to plain KataGo keys)."""
-    return " ".join(item.removeprefix("++") for item in overrides)
+    """The override string as the user typed it (kgbench adds `++` to plain KataGo keys; the Optuna sweeper's
+    `++search.*` trial links are bookkeeping, not configuration)."""
+    return " ".join(item.removeprefix("++") for item in overrides if not item.startswith("++search."))
 
 
 def count_jobs(overrides: list[str]) -> int | None:
@@ -72,7 +73,8 @@ class KgbenchCallback(Callback):
         try:
             overrides = list(config.hydra.overrides.task)
             sweeper = str(config.hydra.sweeper.get("_target_", ""))
-            jobs = count_jobs(overrides) if "BasicSweeper" in sweeper else config.hydra.sweeper.get("n_trials")
+            grid = "BasicSweeper" in sweeper or "GroupedSweeper" in sweeper
+            jobs = count_jobs(overrides) if grid else config.hydra.sweeper.get("n_trials")
             sweep_id = f"{datetime.now(UTC):%Y-%m-%d_%H-%M-%S}-{uuid.uuid4().hex[:6]}"
             os.environ[ENV_SWEEP] = sweep_id
             if jobs:

@@ -15,7 +15,7 @@ from typing import Any
 
 from kgbench.load.generator import run_direct
 from kgbench.load.traffic import QuerySource
-from kgbench.load.types import LoadResult, LoadSettings
+from kgbench.load.types import LevelHook, LoadResult, LoadSettings
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.spec import Prepared
 from kgbench.targets.kgserve_process import MAX_LINES, JobFailure, find_unused_keys, parse_nn_stats, unused_key_reason
@@ -73,7 +73,12 @@ async def _wait_ready(pool: Any, timeout_s: float, collector: _LineCollector, pr
 
 
 async def _run(
-    prepared: Prepared, load: LoadSettings, collector: _LineCollector, run: JobRun, progress: JobProgress
+    prepared: Prepared,
+    load: LoadSettings,
+    collector: _LineCollector,
+    run: JobRun,
+    progress: JobProgress,
+    on_level: LevelHook | None,
 ) -> tuple[LoadResult, dict[str, float]]:
     settings = prepared.settings
     timeout = settings.engine.backend_settings(prepared.backend).startup_timeout_s * prepared.engines + 60
@@ -92,7 +97,7 @@ async def _run(
         progress.stage(f"{prepared.engines} engine(s) ready after {start_s:.1f} s; measuring (direct pipe)")
         queries = QuerySource.from_dirs(seed=load.seed)
         with GpuSampler() as gpu:
-            result = await run_direct(pool, load, queries, progress.update)
+            result = await run_direct(pool, load, queries, progress.update, on_level)
         extra.update(gpu.metrics())
     finally:
         progress.stage("stopping the engines")
@@ -101,13 +106,18 @@ async def _run(
 
 
 def via_direct(
-    prepared: Prepared, load: LoadSettings, job_dir: Path, run: JobRun, progress: JobProgress
+    prepared: Prepared,
+    load: LoadSettings,
+    job_dir: Path,
+    run: JobRun,
+    progress: JobProgress,
+    on_level: LevelHook | None = None,
 ) -> tuple[LoadResult, dict[str, float], str | None]:
     """The engines in this process under the load generator: (result, extra metrics, `Unused key` failure or None)."""
     collector = _LineCollector(job_dir / "kgserve_stderr.log")  # the engines' stderr: the file, not the terminal
     progress.stage(f"starting {prepared.engines} {prepared.backend} engine(s) in-process (transport=direct)")
     try:
-        result, extra = asyncio.run(_run(prepared, load, collector, run, progress))
+        result, extra = asyncio.run(_run(prepared, load, collector, run, progress, on_level))
     finally:
         collector.close()
     extra.update(parse_nn_stats(collector.text()))

@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep import modes
 from kgbench.sweep.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.sweep.grouping import build_key
 from kgbench.sweep.lost_jobs import JOB_KEY_TAG
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.render import RenderError
@@ -96,7 +97,15 @@ def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
         "gpu_name": gpu_name() or "none",
         "kgbench.unstable": "false",
         "kgbench.invalid": "false",
+        # every job starts its own kgserve: no engine, NN cache or position carries over from another job
+        "kgbench.cold_start": "true",
+        **({"kgbench.build_group": key} if (key := build_key(section_of_top(cfg))) else {}),
     }
+
+
+def section_of_top(cfg: DictConfig) -> dict[str, Any]:
+    """The top-level scalars of the composed config (backend and the KataGo keys)."""
+    return {str(k): v for k, v in cfg.items() if not isinstance(v, DictConfig)}
 
 
 def _execute(cfg: DictConfig, ctx: JobContext, run: tracking.JobRun, progress: JobProgress) -> float:

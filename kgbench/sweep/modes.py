@@ -18,10 +18,11 @@ from kgbench.enginebench.parse import trt_cache_status
 from kgbench.enginebench.run import EngineBenchError, run_engine_benchmark
 from kgbench.load.generator import run_load
 from kgbench.load.traffic import QuerySource
-from kgbench.load.types import HttpTarget, LoadResult, LoadSettings
+from kgbench.load.types import HttpTarget, LevelHook, LoadResult, LoadSettings
 from kgbench.sweep.direct_job import via_direct
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.spec import Prepared, section
+from kgbench.sweep.trial import TrialLink
 from kgbench.targets.kgserve_process import (
     JobFailure,
     KgserveProcess,
@@ -89,7 +90,12 @@ def _load_settings(cfg: DictConfig) -> LoadSettings:
 
 
 def _via_kgserve(
-    prepared: Prepared, load: LoadSettings, job_dir: Path, run: JobRun, progress: JobProgress
+    prepared: Prepared,
+    load: LoadSettings,
+    job_dir: Path,
+    run: JobRun,
+    progress: JobProgress,
+    on_level: LevelHook | None = None,
 ) -> tuple[LoadResult, dict[str, float], str | None]:
     """kgserve as a subprocess under the load generator: (result, extra metrics, `Unused key` failure or None)."""
     backend = prepared.settings.engine.backend_settings(prepared.backend)
@@ -107,7 +113,7 @@ def _via_kgserve(
         queries = QuerySource.from_dirs(seed=load.seed)
         assert proc.url is not None
         with GpuSampler() as gpu:
-            result = asyncio.run(run_load(HttpTarget(proc.url), load, queries, progress.update))
+            result = asyncio.run(run_load(HttpTarget(proc.url), load, queries, progress.update, on_level))
         extra.update(gpu.metrics())
     finally:
         progress.stage("stopping kgserve")
@@ -119,12 +125,16 @@ def _via_kgserve(
 def load_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, progress: JobProgress) -> float:
     load = _load_settings(cfg)
     run.set_tags(_model_tags(prepared))
+    link = TrialLink.from_cfg(cfg)  # launched by the Optuna sweeper: report every level to the trial
+    if link is not None:
+        run.set_tags({"optuna.study": str(cfg.search.study), "optuna.trial": str(link.number)})
+    hook = link.on_level if link is not None else None
     log_path = job_dir / "kgserve_stderr.log"
     try:
         if prepared.transport == "direct":
-            result, extra, unused = via_direct(prepared, load, job_dir, run, progress)
+            result, extra, unused = via_direct(prepared, load, job_dir, run, progress, hook)
         else:
-            result, extra, unused = _via_kgserve(prepared, load, job_dir, run, progress)
+            result, extra, unused = _via_kgserve(prepared, load, job_dir, run, progress, hook)
     finally:
         log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
         if cache := trt_cache_status(log_text):  # TensorRT timing cache hit or miss, from the engine's log
@@ -133,6 +143,9 @@ def load_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, p
         log_load_result(run, result, extra, job_dir, "")
         headline_req_per_s(result)
         raise JobFailure(unused)
+    if link is not None and link.pruned_at is not None:
+        run.set_tags({"kgbench.pruned": "true"})
+        progress.stage(f"pruned by the search after level {link.pruned_at + 1}")
     log_load_result(run, result, extra, job_dir, f"{prepared.backend} {prepared.transport}: {job_dir.name}")
     return headline_req_per_s(result)
 

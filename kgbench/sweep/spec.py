@@ -74,9 +74,12 @@ def prepare(cfg: DictConfig, job_dir: Path, label: str = "") -> Prepared:
     job_dir.mkdir(parents=True, exist_ok=True)
     cfg_path = (job_dir / "katago.cfg").resolve()
     cfg_path.write_text(rendered.text, encoding="utf-8")
-    concurrency = section(cfg, "load").get("concurrency", [1]) if mode == "load" else [1]
+    load = section(cfg, "load") if mode == "load" else {}
+    concurrency = load.get("concurrency", [1])
     try:
         max_conc = max(int(c) for c in (concurrency if isinstance(concurrency, list) else [concurrency]))
+        if load.get("ladder") == "auto":  # the ladder may double up to max_concurrency
+            max_conc = max(max_conc, int(load.get("max_concurrency", max_conc)))
     except (TypeError, ValueError):
         raise JobFailure(f"load.concurrency={concurrency!r} must be a list of positive integers") from None
     kgserve_config = (job_dir / "kgserve_config.yaml").resolve()

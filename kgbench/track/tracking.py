@@ -22,6 +22,7 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
+from kgbench.load.ladder import knee
 from kgbench.load.types import LoadResult
 from kgbench.track.mlflow_ui import label_experiment
 from kgbench.track.plots import write_plots
@@ -207,17 +208,32 @@ def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], jo
             metrics[name] = getattr(head, name)
         metrics["timeouts"] = head.timeouts
         metrics["headline_concurrency"] = head.concurrency
+        metrics["req_per_s_ci_low"] = head.req_per_s_low
+        metrics["req_per_s_ci_high"] = head.req_per_s_high
+    good = result.goodput_headline()
+    if good is not None:
+        metrics.update(
+            goodput_per_s=good.goodput_per_s,
+            goodput_ci_low=good.goodput_low,
+            goodput_ci_high=good.goodput_high,
+            goodput_concurrency=good.concurrency,
+            slo_ms=good.slo_ms,
+        )
+    metrics["knee_concurrency"] = knee(result.levels)
     if result.selfwatch is not None:
         metrics["loadgen_loop_lag_p99_ms"] = result.selfwatch.loop_lag_p99_ms
         metrics["loadgen_cpu_share"] = result.selfwatch.cpu_share
     run.log_metrics(metrics)
     points: list[tuple[str, Any, int]] = []
     for level in result.levels:
-        for name in ("req_per_s", "p50_ms", "p99_ms", "error_rate"):
+        for name in ("req_per_s", "p50_ms", "p99_ms", "error_rate", "goodput_per_s"):
             points.append((f"level_{name}", getattr(level, name), level.concurrency))
+        points.append(("level_req_per_s_ci_low", level.req_per_s_low, level.concurrency))
+        points.append(("level_req_per_s_ci_high", level.req_per_s_high, level.concurrency))
     run.log_metric_points(points)
     run.set_tags(
         {
+            "kgbench.ladder_stop": result.stop_reason or "",
             "kgbench.unstable": "true" if result.unstable else "false",
             "kgbench.invalid": "true" if result.invalid else "false",
             "kgbench.invalid_reason": result.invalid_reason or "",

@@ -99,9 +99,14 @@ def test_group_files_say_what_they_set() -> None:
             assert "# @package _global_" in text, path
 
 
-def test_optuna_search_config_is_a_valid_yaml_with_params() -> None:
-    import yaml
+def test_optuna_search_config_selects_kgbench_sweeper_with_a_journal() -> None:
+    from hydra import compose, initialize_config_dir
 
-    data = yaml.safe_load((CONF_DIR / "hparams_search" / "optuna.yaml").read_text())
-    assert data["hydra"]["sweeper"]["direction"] == "maximize"
-    assert "nnMaxBatchSize" in data["hydra"]["sweeper"]["params"]
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["hparams_search=optuna"], return_hydra_config=True)
+    sweeper = cfg.hydra.sweeper
+    assert sweeper._target_ == "hydra_plugins.kgbench_sweepers.OptunaSweeper"
+    assert sweeper.direction == "maximize" and sweeper.n_trials == 20
+    assert str(sweeper.journal).endswith(".journal") and sweeper.study_name
+    assert sweeper.pruner.name == "median"
+    assert "nnMaxBatchSize" in sweeper.params

@@ -202,3 +202,29 @@ def test_settings_from_mapping_rejects_unknown_and_coerces() -> None:
         LoadSettings.from_mapping({"concurency": [1]})
     with pytest.raises(ValueError, match="mode"):
         LoadSettings(mode="burst")  # type: ignore[arg-type]
+
+
+async def test_auto_ladder_doubles_and_says_why_it_stopped(server: tuple[str, Behaviour]) -> None:
+    url, b = server
+    b.delay = lambda n, t: 0.02
+    res = await run_load(url, tiny(concurrency=(2,), ladder="auto", max_concurrency=8), QuerySource.from_dirs())
+    steps = [lv.concurrency for lv in res.levels]
+    assert steps == [2, 4, 8][: len(steps)] and len(steps) >= 2  # doubling from the first level, capped at 8
+    assert res.stop_reason is not None
+    assert res.stop_reason.startswith(("saturated", "max_concurrency 8 reached"))
+    assert b.peak <= 8
+    for lv in res.levels:
+        assert lv.req_per_s_low <= lv.req_per_s <= lv.req_per_s_high
+        assert lv.goodput_per_s == lv.req_per_s  # 20 ms answers: all within the 1.5 s objective
+
+
+async def test_repeats_and_a_stopping_hook(server: tuple[str, Behaviour]) -> None:
+    url, b = server
+    b.delay = lambda n, t: 0.01
+    res = await run_load(url, tiny(concurrency=(2, 4), repeats=2), QuerySource.from_dirs(), None, lambda lv: True)
+    assert [lv.concurrency for lv in res.levels] == [2]  # the hook stopped the run after the first level
+    assert res.stop_reason is not None and "pruned" in res.stop_reason
+    level = res.levels[0]
+    assert level.repeats == 2 and {r.repeat for r in res.records} == {0, 1}
+    assert level.req_per_s_low <= level.req_per_s <= level.req_per_s_high
+    assert level.windows >= 2 * 3  # both repeats' windows (min_windows 3 each)

@@ -104,3 +104,29 @@ def test_missing_store_is_not_created(tmp_path: Path, capsys: pytest.CaptureFixt
     assert report_mod.main(["--tracking-uri", uri, "--out", str(tmp_path / "r")]) == 1
     assert "no MLflow store" in capsys.readouterr().err
     assert not (tmp_path / "absent.db").exists()
+
+
+def test_report_shows_intervals_knees_and_the_tie_decision(store: Store, tmp_path: Path) -> None:
+    store.sweep("noise")
+    ids = {}
+    for name, rps, low, high, p99 in (("fast", 7.6, 7.1, 8.1, 2350.0), ("steady", 7.33, 7.0, 7.66, 570.0)):
+        levels = {4: rps / 2, 16: rps * 0.96, 64: rps}
+        ids[name] = store.job(
+            "noise", name, backend="cuda",
+            metrics={**OK, "req_per_s": rps, "p99_ms": p99, "req_per_s_ci_low": low, "req_per_s_ci_high": high,
+                     "goodput_per_s": rps * 0.9, "slo_ms": 1500.0, "knee_concurrency": 16.0,
+                     "engine_start_s": 42.0},
+            params={"katago.nnMaxBatchSize": "64" if name == "fast" else "32"},
+            series={"level_req_per_s": levels, "level_req_per_s_ci_low": {c: v * 0.9 for c, v in levels.items()},
+                    "level_req_per_s_ci_high": {c: v * 1.1 for c, v in levels.items()}},
+        )  # fmt: skip
+    out = tmp_path / "report"
+    assert report_mod.main(["--tracking-uri", store.uri, "--out", str(out), "--sweep", "noise"]) == 0
+    table = pd.read_csv(out / "runs.csv")
+    for column in ("req_per_s_ci_low", "req_per_s_ci_high", "goodput_per_s", "knee_concurrency", "engine_start_s"):
+        assert column in table.columns
+    assert table.loc[table["winner"], "run_id"].tolist() == [ids["steady"]]  # tied on req/s, lower p99
+    summary = (out / "summary.md").read_text()
+    assert "tied within noise" in summary and "lowest p99" in summary
+    assert "cold start: every job started its own kgserve" in summary
+    _assert_real_png(out / "throughput_vs_concurrency.png")

@@ -89,3 +89,50 @@ def test_set_engine_backend_variants_and_errors() -> None:
         set_engine_backend("engine:\n  cfg: x\n  backends:\n    cuda:\n      backend: y\n", "trt")
     with pytest.raises(ValueError, match="invalid backend name"):
         set_engine_backend(CONFIG, "trt\n  evil: 1")
+
+
+def ci(run_id: str, req: float, low: float, high: float, p99: float, **kw: object) -> Candidate:
+    return c(run_id, req, p99, req_per_s_low=low, req_per_s_high=high, **kw)
+
+
+def test_issue_case_overlapping_intervals_are_a_tie_won_by_p99() -> None:
+    # tried on the real CPU engine: 7.6 req/s at p99 2.35 s against 7.33 req/s at p99 0.57 s, inside the noise
+    fast_but_slow_tail = ci("a", 7.6, 7.1, 8.1, 2350.0)
+    steady = ci("b", 7.33, 7.0, 7.66, 570.0)
+    sel = choose_winner([fast_but_slow_tail, steady])
+    assert sel.winner is not None and sel.winner.run_id == "b"
+    assert sel.decision is not None and sel.decision.leader == "a" and set(sel.decision.tied) == {"a", "b"}
+    assert "tied within noise" in sel.decision.explanation and "lowest p99" in sel.decision.explanation
+    assert "tied, higher p99" in format_table(sel)
+
+
+def test_separated_intervals_keep_the_faster_run() -> None:
+    sel = choose_winner([ci("a", 10.0, 9.5, 10.5, 2350.0), ci("b", 7.33, 7.0, 7.66, 570.0)])
+    assert sel.winner is not None and sel.winner.run_id == "a"
+    assert sel.decision is not None and sel.decision.tied == ("a",)
+    assert "no other run is within its interval" in sel.decision.explanation
+
+
+def test_tie_is_with_the_leader_not_a_chain() -> None:
+    # c overlaps b but not the leader a: only a and b are tied; b has the lower p99
+    sel = choose_winner([ci("a", 10, 9, 11, 900), ci("b", 8.6, 7.5, 9.5, 500), ci("c", 7.0, 6.0, 8.0, 100)])
+    assert sel.winner is not None and sel.winner.run_id == "b"
+    assert sel.decision is not None and sel.decision.tied == ("a", "b")
+
+
+def test_goodput_objective() -> None:
+    many_late = c("a", 12.0, 3000.0, goodput_per_s=4.0, goodput_low=3.5, goodput_high=4.5)
+    on_time = c("b", 8.0, 900.0, goodput_per_s=8.0, goodput_low=7.5, goodput_high=8.5)
+    sel = choose_winner([many_late, on_time, c("n", 20.0)], objective="goodput")
+    assert sel.winner is not None and sel.winner.run_id == "b"
+    assert sel.verdicts[2].reason == "no goodput_per_s"
+    assert choose_winner([many_late, on_time]).winner.run_id == "a"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="objective"):
+        choose_winner([], objective="latency")  # type: ignore[arg-type]
+
+
+def test_rule_text_names_the_objective_and_the_tie_rule() -> None:
+    from kgbench.decide.selection import RULE, rule_text
+
+    assert "highest req/s leads" in RULE and "lowest p99 wins" in RULE and "0 errors" in RULE
+    assert "goodput (req/s within 1500 ms)" in rule_text("goodput", 1500.0)

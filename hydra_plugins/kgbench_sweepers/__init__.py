@@ -1,0 +1,42 @@
+"""kgbench's Hydra sweepers, named where Hydra looks for plugins (only classes defined under the `hydra_plugins`
+package may be instantiated as plugins). Hydra imports every module here at each start, so these stay thin and
+import the real sweepers (kgbench.sweep.optuna_sweeper pulls in Optuna, ~1 s) only when a sweep uses them."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig
+
+__all__ = ["GroupedSweeper", "OptunaSweeper"]
+
+
+class _Lazy(Sweeper):
+    """A sweeper whose implementation (``_impl``: module, class) is loaded when Hydra instantiates it."""
+
+    _impl: tuple[str, str]
+
+    def __init__(self, **params: Any) -> None:
+        module, name = self._impl
+        self.impl: Sweeper = getattr(importlib.import_module(module), name)(**params)
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.impl.setup(hydra_context=hydra_context, task_function=task_function, config=config)
+
+    def sweep(self, arguments: list[str]) -> Any:
+        return self.impl.sweep(arguments)
+
+
+class OptunaSweeper(_Lazy):
+    """conf/hydra/sweeper/kgbench_optuna.yaml's target: kgbench.sweep.optuna_sweeper.OptunaSweeper."""
+
+    _impl = ("kgbench.sweep.optuna_sweeper", "OptunaSweeper")
+
+
+class GroupedSweeper(_Lazy):
+    """conf/hydra/sweeper/kgbench_grid.yaml's target: kgbench.sweep.grid_sweeper.GroupedSweeper."""
+
+    _impl = ("kgbench.sweep.grid_sweeper", "GroupedSweeper")

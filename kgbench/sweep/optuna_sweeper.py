@@ -1,0 +1,180 @@
+"""A Hydra sweeper driven by Optuna (>= 4) through ask/tell, its study in a journal file.
+
+    python -m kgbench -m backend=sim load=smoke hparams_search=optuna hydra.sweeper.n_trials=12
+
+Each round the sweeper asks the study for ``n_jobs`` trials, turns their parameters into Hydra overrides, launches
+them with the configured launcher and tells the study each job's return value (the job's req/s). Each job also gets
+``++search.journal=... ++search.study=... ++search.trial=N``: it opens its own trial in the journal and reports an
+intermediate value after every concurrency level (kgbench.sweep.trial), so the pruner can stop a poor config before
+its last level; a job that was stopped that way is told as PRUNED.
+
+The study is persistent (``journal``, ``study_name``): running the same command again, or on other nodes with the
+journal on a shared filesystem, adds workers to the same study. ``n_trials`` is the study's total budget: a worker
+stops asking once the study holds that many trials (whatever their state, from every worker).
+
+Two rules spend the budget where it helps: a config the study already measured (or pruned) is not run again, its
+earlier result is told at once (``kgbench.reused_from``); a job that failed (its config did not start, e.g. out of
+device memory) is told ``failed_value`` (0.0: it serves nothing), so the sampler learns to avoid that region
+(null: told as FAIL, which the sampler ignores).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+from hydra.core.utils import JobReturn, JobStatus
+from hydra.plugins.launcher import Launcher
+from hydra.plugins.sweeper import Sweeper
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+from optuna.study import StudyDirection
+from optuna.trial import TrialState
+
+from kgbench.sweep.space import SearchSpace, parse_space
+from kgbench.sweep.study import (
+    PRUNER_ATTR,
+    SearchError,
+    make_pruner,
+    make_sampler,
+    open_storage,
+    reuse_earlier,
+    tell_job,
+)
+from kgbench.sweep.trial import trial_overrides
+
+__all__ = ["OptunaSweeper", "rewrite_keys"]
+
+log = logging.getLogger(__name__)
+
+
+def rewrite_keys(params: Mapping[str, str], groups: set[str]) -> list[str]:
+    """``params`` (key -> sweep expression) as override strings; plain top-level keys that are not config groups
+    get ``++`` (like kgbench's command line), so a KataGo key no config sets can be searched too."""
+    out = []
+    for key, value in params.items():
+        plain = "." not in key and "/" not in key and not key.startswith(("+", "~")) and key not in groups
+        out.append(f"{'++' if plain else ''}{key}={value}")
+    return out
+
+
+class OptunaSweeper(Sweeper):
+    def __init__(
+        self,
+        study_name: str,
+        journal: str,
+        direction: str = "maximize",
+        n_trials: int = 20,
+        n_jobs: int = 1,
+        sampler: Mapping[str, Any] | None = None,
+        pruner: Mapping[str, Any] | None = None,
+        params: Mapping[str, str] | None = None,
+        failed_value: float | None = 0.0,
+    ) -> None:
+        if direction not in ("maximize", "minimize"):
+            raise SearchError(f"hydra.sweeper.direction={direction!r}: use maximize or minimize")
+        if n_trials < 1 or n_jobs < 1:
+            raise SearchError("hydra.sweeper.n_trials and hydra.sweeper.n_jobs must be >= 1")
+        if not study_name or not journal:
+            raise SearchError("hydra.sweeper.study_name and hydra.sweeper.journal must be set")
+        self.study_name = study_name
+        self.journal = str(Path(journal).expanduser().resolve())
+        self.direction = direction
+        self.n_trials = n_trials
+        self.n_jobs = n_jobs
+        self.sampler_spec = _plain(sampler)
+        self.pruner_spec = _plain(pruner)
+        self.params = {str(k): str(v) for k, v in (params or {}).items()}
+        self.failed_value = failed_value
+        self.config: DictConfig | None = None
+        self.hydra_context: HydraContext | None = None
+        self.launcher: Launcher | None = None
+        self.space: SearchSpace | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        from hydra.core.plugins import Plugins
+
+        self.config = config
+        self.hydra_context = hydra_context
+        self.launcher = Plugins.instance().instantiate_launcher(
+            hydra_context=hydra_context, task_function=task_function, config=config
+        )
+
+    def _study(self) -> optuna.Study:
+        study = optuna.create_study(
+            study_name=self.study_name,
+            storage=open_storage(self.journal),
+            sampler=make_sampler(self.sampler_spec),
+            pruner=make_pruner(self.pruner_spec),
+            direction=StudyDirection.MAXIMIZE if self.direction == "maximize" else StudyDirection.MINIMIZE,
+            load_if_exists=True,
+        )
+        if study.direction.name.lower() != self.direction:
+            raise SearchError(
+                f"study {self.study_name!r} in {self.journal} exists with direction {study.direction.name.lower()}"
+            )
+        study.set_user_attr(PRUNER_ATTR, self.pruner_spec)
+        return study
+
+    def sweep(self, arguments: list[str]) -> list[Sequence[JobReturn]]:
+        assert self.config is not None and self.launcher is not None and self.hydra_context is not None
+        groups = {*self.hydra_context.config_loader.list_groups(""), "hydra"}  # conf/ folders: group names
+        space = parse_space([*rewrite_keys(self.params, groups), *arguments])
+        if not space.distributions:
+            raise SearchError("nothing to search: give hydra.sweeper.params or sweep overrides like x=choice(1,2)")
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+        study = self._study()
+        self.space = space
+        log.info("Optuna study %r in %s: up to %d trials in all", self.study_name, self.journal, self.n_trials)
+        returns: list[Sequence[JobReturn]] = []
+        job_index = 0
+        while (left := self.n_trials - len(study.get_trials(deepcopy=False))) > 0:
+            asked = [study.ask(space.distributions) for _ in range(min(self.n_jobs, left))]
+            trials = [trial for trial in asked if not reuse_earlier(study, trial)]
+            if not trials:
+                continue
+            batch = [self._job_overrides(space, trial) for trial in trials]
+            self.validate_batch_is_legal(batch)
+            results = self.launcher.launch(batch, initial_job_idx=job_index)
+            job_index += len(batch)
+            for trial, result in zip(trials, results, strict=True):
+                self._tell(study, trial, result)
+            returns.append(results)
+        self._summarise(study, sweep_dir)
+        return returns
+
+    def _job_overrides(self, space: SearchSpace, trial: optuna.Trial) -> list[str]:
+        return [*space.overrides(trial.params), *trial_overrides(self.journal, self.study_name, trial.number)]
+
+    def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn) -> None:
+        value = result.return_value if result.status == JobStatus.COMPLETED else None
+        number = float(value) if isinstance(value, int | float) else None
+        tell_job(study, trial, number, self.failed_value)
+
+    def _summarise(self, study: optuna.Study, sweep_dir: Path) -> None:
+        states = [t.state for t in study.get_trials(deepcopy=False)]
+        counts = {s.name.lower(): states.count(s) for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
+        results: dict[str, Any] = {"study_name": self.study_name, "journal": self.journal, "trials": counts}
+        try:
+            best = study.best_trial
+        except ValueError:  # no completed trial
+            log.warning("Optuna study %r: no trial completed (%s)", self.study_name, counts)
+        else:
+            params = self.space.values(best.params) if self.space is not None else best.params
+            results.update(best_value=best.value, best_params=params, best_trial=best.number)
+            log.info("Best trial %d: %s -> %.4g (%s)", best.number, params, best.value, counts)
+        OmegaConf.save(OmegaConf.create(results), sweep_dir / "optimization_results.yaml")
+
+
+def _plain(node: Mapping[str, Any] | None) -> dict[str, Any]:
+    if node is None:
+        return {}
+    if isinstance(node, DictConfig):
+        container = OmegaConf.to_container(node, resolve=True)
+        return {str(k): v for k, v in container.items()} if isinstance(container, dict) else {}
+    return dict(node)

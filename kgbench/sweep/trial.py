@@ -1,0 +1,66 @@
+"""A job's end of an Optuna trial: report an intermediate value after every level, stop when the pruner says so.
+
+The sweeper adds ``++search.journal=PATH ++search.study=NAME ++search.trial=N`` to the job's overrides; the job
+opens the journal itself, so this works in the sweeper's process (basic launcher) as well as in a job started on
+another node. The intermediate value at step k is the best req/s over the levels measured so far (it only grows,
+so the pruner compares like with like). A pruned job records ``kgbench.pruned_at_step`` on its trial; the sweeper
+reads it and tells the trial as PRUNED.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import optuna
+from omegaconf import DictConfig
+
+from kgbench.load.types import LevelSummary
+from kgbench.sweep.study import PRUNED_ATTR, SearchError, open_study, trial_by_number
+
+__all__ = ["PRUNED_ATTR", "TrialLink", "trial_overrides"]
+
+
+def trial_overrides(journal: str, study: str, number: int) -> list[str]:
+    """The overrides that tell a job which trial it runs (quoted: a path may hold characters Hydra parses)."""
+    for name, value in (("journal", journal), ("study", study)):
+        if "'" in value or "\\" in value:
+            raise SearchError(f"the Optuna {name} {value!r} must not contain quotes or backslashes")
+    return [f"++search.journal='{journal}'", f"++search.study='{study}'", f"++search.trial={number}"]
+
+
+class TrialLink:
+    def __init__(self, trial: optuna.Trial) -> None:
+        self.trial = trial
+        self.best = -math.inf
+        self.steps = 0
+        self.pruned_at: int | None = None
+
+    @classmethod
+    def from_cfg(cls, cfg: DictConfig) -> TrialLink | None:
+        """The job's trial when a search launched it (``search.trial`` set), else None."""
+        search = cfg.get("search")
+        if search is None or search.get("trial") is None:
+            return None
+        journal, name = search.get("journal"), search.get("study")
+        if not journal or not name or not Path(str(journal)).exists():
+            raise SearchError(f"search.trial is set but the journal {journal!r} / study {name!r} cannot be opened")
+        return cls(trial_by_number(open_study(str(journal), str(name)), int(search.trial)))
+
+    @property
+    def number(self) -> int:
+        return self.trial.number
+
+    def on_level(self, level: LevelSummary) -> bool:
+        """Report the level; True when the trial should stop here (pruned)."""
+        if math.isfinite(level.req_per_s):
+            self.best = max(self.best, level.req_per_s)
+        if math.isfinite(self.best):
+            self.trial.report(self.best, self.steps)
+        step = self.steps
+        self.steps += 1
+        if math.isfinite(self.best) and self.trial.should_prune():
+            self.pruned_at = step
+            self.trial.set_user_attr(PRUNED_ATTR, step)
+            return True
+        return False

@@ -1,0 +1,60 @@
+"""A real Optuna search on the simulated engine: `python -m kgbench -m backend=sim hparams_search=optuna ...`
+in a subprocess, the study in a journal file, a poor config pruned after its first level, the study persisting."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from kgbench.sweep.study import open_storage
+
+from .test_kgbench_cli import client_for, run_kgbench, runs_by_role
+
+
+@pytest.mark.slow
+def test_optuna_search_on_the_sim_prunes_and_persists(tmp_path: Path) -> None:
+    journal = tmp_path / "shared" / "study.journal"
+    args = [
+        "-m", "backend=sim", "load=smoke", "load.concurrency=[2,4]", "hparams_search=optuna",
+        "hydra.sweeper.params=null", "load.max_visits=choice(5,400)",
+        f"hydra.sweeper.journal={journal}", "hydra.sweeper.study_name=sim-test",
+        "hydra.sweeper.sampler.name=random", "hydra.sweeper.sampler.seed=6",  # draws 5, 5, 400 visits
+        "hydra.sweeper.pruner.n_startup_trials=1",
+    ]  # fmt: skip
+    code, out = run_kgbench(tmp_path, *args, "hydra.sweeper.n_trials=3", env={"KGSERVE_SIM_SPEED": "20"})
+    assert code == 0, out
+    assert "Traceback" not in out
+    assert journal.exists()
+    study = optuna.load_study(study_name="sim-test", storage=open_storage(journal))
+    trials = study.trials
+    assert [t.params["load.max_visits"] for t in trials] == [5, 5, 400]
+    # the second trial has the first one's params: no job, the first result is reused
+    assert trials[1].value == trials[0].value and trials[1].user_attrs["kgbench.reused_from"] == 0
+    # 400 visits per query is far slower than 5: below the others at the first level, pruned there
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.PRUNED]
+    assert sorted(trials[0].intermediate_values) == [0, 1]  # one value per concurrency level
+    assert list(trials[2].intermediate_values) == [0]  # stopped after its first level
+    assert trials[2].intermediate_values[0] < trials[0].intermediate_values[0]
+    client = client_for(tmp_path)
+    jobs = {run.data.tags["optuna.trial"]: run for run in runs_by_role(client, "job")}
+    assert sorted(jobs) == ["0", "2"]
+    pruned = jobs["2"]
+    assert pruned.data.tags["kgbench.pruned"] == "true" and "pruned" in pruned.data.tags["kgbench.ladder_stop"]
+    # levels run highest first under a search (load.order=descending): the pruned job measured only 4
+    assert [m.step for m in client.get_metric_history(pruned.info.run_id, "level_req_per_s")] == [4]
+    assert "search." not in pruned.data.tags["hydra_overrides"]
+    assert math.isclose(jobs["0"].data.metrics["req_per_s"], trials[0].value or 0.0)
+    results = (tmp_path / "multirun" / "optimization_results.yaml").read_text()
+    assert "best_params" in results and "pruned: 1" in results
+    # the study persists: the same command with a budget of 4 adds exactly one trial (another worker would too);
+    # both configs of this tiny space are measured already, so it is told an earlier result and no job runs
+    # (kgbench's exit status 1: no job succeeded in this process)
+    code, out = run_kgbench(tmp_path, *args, "hydra.sweeper.n_trials=4", env={"KGSERVE_SIM_SPEED": "20"})
+    assert code == 1 and "Traceback" not in out, out
+    trials = optuna.load_study(study_name="sim-test", storage=open_storage(journal)).trials
+    assert len(trials) == 4 and "kgbench.reused_from" in trials[3].user_attrs
+    assert len(runs_by_role(client, "job")) == 2
