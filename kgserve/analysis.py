@@ -52,6 +52,7 @@ __all__ = [
     "NDJSON",
     "TERMINATE_GRACE_S",
     "AnalysisResponse",
+    "failure_text",
     "is_analysis_line",
     "plain_ndjson",
     "refusal",
@@ -66,7 +67,7 @@ def is_analysis_line(line: bytes) -> bool:
     return span is not None and line_kind(line, span[1]) in ("final", "partial")
 
 
-def _failure_text(exc: BaseException) -> str:
+def failure_text(exc: BaseException) -> str:
     """The error line text for a query whose stream failed (EngineDied and friends).
 
     The engine's stderr lines stay in kgserve's log: they may hold other clients' queries."""
@@ -146,7 +147,7 @@ class AnalysisResponse(Response):
             if item is None:
                 events.put_nowait(("done", index, None))
             elif isinstance(item, BaseException):
-                events.put_nowait(("died", index, _failure_text(item)))
+                events.put_nowait(("died", index, failure_text(item)))
             else:
                 events.put_nowait(("line", index, item.rstrip(b"\r\n") if item.endswith(b"\r") else item))
 
@@ -161,7 +162,7 @@ class AnalysisResponse(Response):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            events.put_nowait(("died", index, _failure_text(exc)))
+            events.put_nowait(("died", index, failure_text(exc)))
             return
         events.put_nowait(("done", index, None))
 

@@ -27,11 +27,13 @@ from kgserve.auth import TokenAuth, token_from_env
 from kgserve.context import EngineClient, ServeContext
 from kgserve.intake import AnalysisEndpoint
 from kgserve.limits import Admission
+from kgserve.logredact import install_redactor
 from kgserve.metrics import Metrics
 from kgserve.pool import EnginePool, cfg_max_visits
 from kgserve.provenance import read_provenance
 from kgserve.routes import router
 from kgserve.settings import Settings, load_settings
+from kgserve.websocket import websocket_endpoint
 
 __all__ = ["KgserveApp", "PoolFactory", "create_app", "default_pool_factory"]
 
@@ -103,6 +105,9 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     app.include_router(router)
     if settings.server.docs:
         app.router.routes.extend(docs_routes(settings, auth=token is not None))
+    if settings.websocket.enabled:
+        install_redactor()  # uvicorn logs the handshake's query string, which may hold the token
+        app.add_api_websocket_route(settings.websocket.path, websocket_endpoint)
     app.add_middleware(AccessMiddleware, metrics=metrics, auth=auth)
     app.analysis_app = AccessMiddleware(AnalysisEndpoint(ctx), metrics=metrics, auth=auth)
     return app

@@ -107,6 +107,8 @@ def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
         lifespan="on",
         timeout_graceful_shutdown=max(1, math.ceil(server.grace_period_s)),
         timeout_keep_alive=server.keep_alive_timeout_s,  # type: ignore[arg-type]  # uvicorn takes a float fine
+        # a WebSocket message is bounded like a request body: a bigger one closes the connection (1009)
+        ws_max_size=settings.limits.max_body_bytes,
     )
 
 

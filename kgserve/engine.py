@@ -77,6 +77,7 @@ class Engine:
         self.returncode: int | None = None
         self.version: str | None = None
         self.model: str | None = None
+        self.git_hash: str | None = None
         self.start_s: float | None = None  # spawn -> ready line, seconds
         self.stderr_tail: deque[str] = deque(maxlen=spec.stderr_tail_lines)
         self.outstanding_visits = 0
@@ -146,6 +147,7 @@ class Engine:
         models_line = await self._action("query_models")
         try:
             version = json.loads(version_line).get("version")
+            self.git_hash = json.loads(version_line).get("git_hash")
             models = json.loads(models_line).get("models") or [{}]
             model = models[0].get("name")
         except (ValueError, AttributeError, TypeError, IndexError) as exc:
@@ -252,8 +254,13 @@ class Engine:
         self._send_line(engine_line(query, internal))
         return stream
 
-    def abort(self, stream: QueryStream) -> None:
-        """Ask KataGo to terminate the query; its last lines still arrive on the stream."""
+    def abort(self, stream: QueryStream, turns: list[int] | None = None) -> None:
+        """Ask KataGo to terminate the query (only `turns` of it, when given); its last lines still arrive."""
+        if turns is not None:
+            # some turns only: the stream still ends after its finals (KataGo's noResults/partial lines)
+            if not stream.done and stream.engine is self and not self._exited.is_set():
+                self._send_action("terminate", wait=False, terminateId=stream.internal_id, turnNumbers=turns)
+            return
         if stream.done or stream.aborted or stream.engine is not self:
             return
         stream.aborted = True

@@ -14,7 +14,9 @@ is a protocol class for uvicorn.Config(http=...) that:
   transport's buffer stays above its high-water mark): its app sees a disconnect, and nothing waits
   on a blocked send any more;
 - offers the app `scope["extensions"]["kgserve.connection"]["abort"]`, to drop a client at once, and
-  `["on_disconnect"]`, to be called back when the client goes (instead of a task awaiting receive()).
+  `["on_disconnect"]`, to be called back when the client goes (instead of a task awaiting receive());
+- lets go of a connection upgraded to a WebSocket (its timers are cancelled: kgserve.websocket has its own
+  bounds).
 
 Idle keep-alive connections are closed by uvicorn after `keep_alive_timeout_s`. (h11 would add its own
 header bound and HTTP/1.0 framing, but costs about 140 µs more CPU per request: kgserve.analysis frames
@@ -228,6 +230,15 @@ class GuardedProtocol(HttpToolsProtocol):
                 self._disarm()
         elif not cycle.more_body and not self._idle():
             self._disarm()  # its body is complete: from here the request's own deadline governs
+
+    def handle_websocket_upgrade(self) -> None:
+        # the connection belongs to the WebSocket protocol from here (kgserve.websocket bounds its own sends):
+        # a header timer still armed would close a long-lived, mostly idle connection (KaTrain's)
+        self._disarm()
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+        super().handle_websocket_upgrade()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()

@@ -25,9 +25,10 @@ from kgserve.limits import (
     deadline_seconds,
     read_limited,
 )
+from kgserve.priority import UnknownClass, apply_class, parse_class
 from kgserve.protocol import Query, Rejected, classify_line, error_line, split_body
 
-__all__ = ["RETRY_AFTER_S", "AnalysisEndpoint", "handle_analysis"]
+__all__ = ["RETRY_AFTER_S", "AnalysisEndpoint", "classify_safely", "handle_analysis"]
 
 RETRY_AFTER_S = 1
 log = logging.getLogger("kgserve.intake")
@@ -37,7 +38,7 @@ def _note(state: dict[str, Any], **values: Any) -> None:
     state.setdefault("log_extra", {}).update(values)
 
 
-def _classify(line: bytes) -> Query | Rejected:
+def classify_safely(line: bytes) -> Query | Rejected:
     """protocol.classify_line, but a line it cannot handle is refused instead of failing the request."""
     try:
         return classify_line(line)
@@ -58,25 +59,32 @@ class AnalysisEndpoint:
         await response(scope, receive, send)
 
 
-def _headers(scope: Scope) -> tuple[bytes | None, bytes | None]:
-    """Content-Length and X-Deadline-Ms (ASGI servers give header names in lower case)."""
-    length = deadline = None
+def _headers(scope: Scope) -> tuple[bytes | None, bytes | None, bytes | None]:
+    """Content-Length, X-Deadline-Ms and X-Priority-Class (ASGI servers give header names in lower case)."""
+    length = deadline = klass = None
     for key, value in scope["headers"]:
         if key == b"content-length":
             length = value
         elif key == b"x-deadline-ms":
             deadline = value
-    return length, deadline
+        elif key == b"x-priority-class":
+            klass = value
+    return length, deadline, klass
 
 
 async def handle_analysis(scope: Scope, receive: Receive, ctx: ServeContext) -> Response:
     limits = ctx.settings.limits
     state: dict[str, Any] = scope.setdefault("state", {})
-    length, deadline = _headers(scope)
+    length, deadline, klass_header = _headers(scope)
     try:
         deadline_s = deadline_seconds(deadline.decode("latin-1") if deadline is not None else None, limits)
     except BadRequestHeader as exc:
         return refusal(400, f"kgserve: {exc}")
+    classes = ctx.settings.priority
+    try:
+        klass = parse_class(klass_header.decode("latin-1") if klass_header is not None else None, classes.http_default)
+    except UnknownClass as exc:
+        return refusal(400, f"kgserve: X-Priority-Class: {exc}")
     try:
         body = await read_limited(length, receive, limits.max_body_bytes)
     except BodyTooLarge as exc:
@@ -98,17 +106,17 @@ async def handle_analysis(scope: Scope, receive: Receive, ctx: ServeContext) -> 
     rejections: list[bytes] = []
     clamped: list[str] = []
     for line in lines:
-        item = _classify(line)
+        item = classify_safely(line)
         checked = check_query(item, limits, ctx.cfg_visits) if isinstance(item, Query) else item
         if isinstance(checked, CheckedQuery):
             if checked.silent:
                 continue
-            queries.append(checked.query)
+            queries.append(apply_class(checked.query, klass) if classes.classes else checked.query)
             if checked.clamped:
                 clamped.append(checked.query.caller_id)
         else:
             rejections.append(checked.error_line)
-    _note(state, queries=len(queries), rejected=len(rejections))
+    _note(state, queries=len(queries), rejected=len(rejections), priority_class=klass)
     headers = {"x-visits-clamped": str(limits.max_visits)} if clamped else {}
     if not queries:
         return plain_ndjson(400 if rejections else 200, rejections, headers)

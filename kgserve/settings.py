@@ -23,9 +23,11 @@ __all__ = [
     "ConfigError",
     "EngineSettings",
     "LimitsSettings",
+    "PrioritySettings",
     "ServerSettings",
     "Settings",
     "SweepNodeSettings",
+    "WebSocketSettings",
     "is_loopback",
     "load_settings",
 ]
@@ -119,6 +121,23 @@ class LimitsSettings(_Strict):
     terminate_grace_s: float = Field(2.0, gt=0)  # after a deadline: how long to wait for KataGo's last lines
 
 
+class WebSocketSettings(_Strict):
+    """The KataGo-protocol WebSocket endpoint (kgserve.websocket)."""
+
+    enabled: bool = True
+    path: str = Field("/ws", pattern=r"^/[A-Za-z0-9_./-]*$")
+    max_inflight_per_connection: int = Field(64, ge=1)  # over it: an error line per refused query
+    send_buffer_bytes: int = Field(8 << 20, ge=1024)  # a client that lets more pile up is cut off
+
+
+class PrioritySettings(_Strict):
+    """Priority classes (kgserve.priority): interactive queries run before batch ones in KataGo's queue."""
+
+    classes: bool = True  # false: callers' `priority` goes to KataGo unchanged, class requests are ignored
+    http_default: Literal["interactive", "batch"] = "batch"
+    websocket_default: Literal["interactive", "batch"] = "interactive"
+
+
 class ReleaseNetwork(_Strict):
     name: str  # file name under runtime/models/
     url: str
@@ -206,6 +225,8 @@ class Settings(_Strict):
     server: ServerSettings
     engine: EngineSettings
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    websocket: WebSocketSettings = Field(default_factory=WebSocketSettings)
+    priority: PrioritySettings = Field(default_factory=PrioritySettings)
     release: ReleaseSettings | None = None
     cluster: ClusterSettings | None = None
     balancer: BalancerSettings | None = None
