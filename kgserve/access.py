@@ -62,6 +62,8 @@ _PLAIN = re.compile(r"[A-Za-z0-9/!$&'()*+,;:@._~-]*")  # the same set plus lette
 
 def log_safe(value: object) -> str:
     """A value for a `key=value` log field: no space, no control character, no `=`, nothing non-ASCII."""
+    if type(value) is int:
+        return str(value)
     text = str(value)
     return text if _PLAIN.fullmatch(text) else quote(text, safe=_LOG_SAFE)
 
@@ -77,8 +79,13 @@ class AccessMiddleware:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        headers = {key.lower(): value for key, value in scope.get("headers", [])}
-        rid = request_id(headers.get(b"x-request-id"))
+        client_rid = authorization = None
+        for key, value in scope.get("headers", ()):  # ASGI header names are lower case
+            if key == b"x-request-id":
+                client_rid = value
+            elif key == b"authorization":
+                authorization = value
+        rid = request_id(client_rid)
         state: dict[str, Any] = scope.setdefault("state", {})
         state["request_id"] = rid
         status: list[int] = []
@@ -92,7 +99,6 @@ class AccessMiddleware:
 
         path: str = scope.get("path", "")
         try:
-            authorization = headers.get(b"authorization")
             if not self.auth.allows(path, authorization.decode("latin-1") if authorization is not None else None):
                 await self._unauthorized(send_with_id)
             else:
@@ -121,7 +127,7 @@ class AccessMiddleware:
         extra = "".join(f" {log_safe(key)}={log_safe(value)}" for key, value in (state.get("log_extra") or {}).items())
         log.info(
             "request id=%s %s %s status=%s outcome=%s latency_ms=%.1f%s",
-            log_safe(state.get("request_id")),
+            state.get("request_id"),  # safe by construction (request_id)
             log_safe(scope.get("method")),
             log_safe(path),
             status,

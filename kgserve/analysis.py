@@ -42,15 +42,17 @@ from starlette.types import Receive, Scope, Send
 
 from kgserve.context import EngineClient
 from kgserve.engine_errors import EngineDied
-from kgserve.httpguard import abort_connection
+from kgserve.httpguard import abort_connection, on_disconnect
 from kgserve.limits import Admission
 from kgserve.outbox import Outbox
 from kgserve.protocol import Query, dump_compact, error_line, line_kind, locate_id
+from kgserve.querystream import Listener
 
 __all__ = [
     "NDJSON",
     "TERMINATE_GRACE_S",
     "AnalysisResponse",
+    "failure_text",
     "is_analysis_line",
     "plain_ndjson",
     "refusal",
@@ -65,7 +67,7 @@ def is_analysis_line(line: bytes) -> bool:
     return span is not None and line_kind(line, span[1]) in ("final", "partial")
 
 
-def _failure_text(exc: Exception) -> str:
+def failure_text(exc: BaseException) -> str:
     """The error line text for a query whose stream failed (EngineDied and friends).
 
     The engine's stderr lines stay in kgserve's log: they may hold other clients' queries."""
@@ -91,7 +93,7 @@ class AnalysisResponse(Response):
         queries: Sequence[Query],
         rejections: Sequence[bytes],
         deadline_s: float,
-        state: Any,
+        state: dict[str, Any],
         headers: Mapping[str, str] | None = None,
         terminate_grace_s: float = TERMINATE_GRACE_S,
         buffer_limit: int = 1 << 20,
@@ -136,25 +138,31 @@ class AnalysisResponse(Response):
             self._released = True
             self.admission.release(len(self.queries))
 
-    async def _drained(self, sender: asyncio.Task[None], outbox: Outbox, stall_s: float) -> bool:
-        """Wait for the sender to send everything; False if the client took nothing for `stall_s`."""
-        while not sender.done():
-            before = outbox.sent_messages
-            done, _ = await asyncio.wait({sender}, timeout=stall_s)
-            if not done and outbox.sent_messages == before:
-                return False
-        return not sender.cancelled() and sender.exception() is None
-
     # -- engine side -------------------------------------------------------------------------------------
     @staticmethod
+    def _listener(index: int, events: asyncio.Queue[tuple[str, int, Any]]) -> Listener:
+        """The callback a QueryStream hands its lines to (kgserve.querystream.listen): no task per query."""
+
+        def listener(item: bytes | BaseException | None) -> None:
+            if item is None:
+                events.put_nowait(("done", index, None))
+            elif isinstance(item, BaseException):
+                events.put_nowait(("died", index, failure_text(item)))
+            else:
+                events.put_nowait(("line", index, item.rstrip(b"\r\n") if item.endswith(b"\r") else item))
+
+        return listener
+
+    @staticmethod
     async def _pump(index: int, stream: AsyncIterable[bytes], events: asyncio.Queue[tuple[str, int, Any]]) -> None:
+        """For a stream without listen() (a stand-in pool): a task reads it."""
         try:
             async for line in stream:
                 events.put_nowait(("line", index, bytes(line).rstrip(b"\r\n")))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            events.put_nowait(("died", index, _failure_text(exc)))
+            events.put_nowait(("died", index, failure_text(exc)))
             return
         events.put_nowait(("done", index, None))
 
@@ -166,6 +174,7 @@ class AnalysisResponse(Response):
 
     @staticmethod
     async def _watch_disconnect(receive: Receive, events: asyncio.Queue[tuple[str, int, Any]]) -> None:
+        """For a server without kgserve's connection extension: a task waits for http.disconnect."""
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
@@ -187,8 +196,7 @@ class AnalysisResponse(Response):
         # HTTP/1.0 has no chunked encoding: such a client gets the whole response at the end, with a length
         outbox = self._outbox = Outbox(send, self.buffer_limit, whole=scope.get("http_version") == "1.0")
         events: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue()
-        sender = asyncio.create_task(outbox.run())
-        sender.add_done_callback(lambda _: events.put_nowait(("sent", -1, None)))
+        outbox.on_failed = lambda: events.put_nowait(("sent", -1, None))
         streams: dict[int, Any] = {}
         pending: set[int] = set(range(len(self.queries)))
         tasks: list[asyncio.Task[None]] = []
@@ -197,11 +205,21 @@ class AnalysisResponse(Response):
         cut: list[int] = []
         cut_notes: list[int] = []  # queries cut after the status line went out: they get a warning line
         timers: list[asyncio.TimerHandle] = []
-        watcher = asyncio.create_task(self._watch_disconnect(receive, events))
+        watcher: asyncio.Task[None] | None = None
+
+        def disconnected() -> None:
+            events.put_nowait(("disconnect", -1, None))
+
+        if not on_disconnect(scope, disconnected):
+            watcher = asyncio.create_task(self._watch_disconnect(receive, events))
         try:
             for index, query in enumerate(self.queries):
                 stream = streams[index] = self._submit(index, query, events)
-                if stream is not None:
+                if stream is None:
+                    continue
+                if hasattr(stream, "listen"):
+                    stream.listen(self._listener(index, events))
+                else:
                     tasks.append(asyncio.create_task(self._pump(index, stream, events)))
             timers.append(loop.call_later(self.deadline_s, events.put_nowait, ("deadline", -1, None)))
             while pending:
@@ -240,7 +258,7 @@ class AnalysisResponse(Response):
                     for stuck_index in sorted(pending):
                         message = f"kgserve: the engine did not answer terminate within {self.terminate_grace_s:g}s"
                         events.put_nowait(("died", stuck_index, message))
-                elif kind in ("disconnect", "sent"):  # "sent" before the end: the send itself failed
+                elif kind in ("disconnect", "sent"):  # "sent": a send failed
                     gone = True
                     break
             self._release()
@@ -250,7 +268,7 @@ class AnalysisResponse(Response):
                 elif cut_notes:
                     self._deadline_notes(cut_notes)
                 self._body(b"", more=False)
-                gone = not await self._drained(sender, outbox, self.send_timeout_s)
+                gone = not await outbox.wait_sent(self.send_timeout_s)
                 slow = gone
         except _SlowClient:
             slow = gone = True
@@ -269,7 +287,9 @@ class AnalysisResponse(Response):
         finally:
             for timer in timers:
                 timer.cancel()
-            watcher.cancel()
+            on_disconnect(scope, disconnected, forget=True)
+            if watcher is not None:
+                watcher.cancel()
             for index in sorted(pending):
                 await self._abort(streams.get(index))
             for task in tasks:
@@ -277,7 +297,8 @@ class AnalysisResponse(Response):
             self._release()
             if slow:  # drop the client now: a close would wait for it to read what is buffered
                 abort_connection(scope)
-            sender.cancel()
+            if slow or self._cancelled or not outbox.finished:
+                outbox.cancel()
             self._record(gone=gone, slow=slow, died=died, deadline_hit=deadline_hit, analysis=analysis)
 
     def _flush(self, status: int, buffered: list[bytes]) -> None:
@@ -323,7 +344,7 @@ class AnalysisResponse(Response):
             outcome = "deadline"
         else:
             outcome = "ok" if analysis else "rejected"
-        self.request_state.outcome = outcome
+        self.request_state["outcome"] = outcome
 
 
 def plain_ndjson(status: int, lines: Sequence[bytes], headers: Mapping[str, str] | None = None) -> Response:

@@ -1,9 +1,15 @@
 """The kgserve ASGI app: `create_app(settings)` builds one, with its own pool, limits, metrics and auth.
 
 No module globals: everything lives on `app.state` (`app.state.kgserve`, a ServeContext, and
-`app.state.metrics`). The lifespan reads the cfg's promote header, starts the engine pool (the pool
-starts its engines in the background: kgserve serves /healthz and /readyz while they start, and keeps
-serving if they fail) and closes it at shutdown (terminate_all, stdin closed, wait, kill if needed).
+`app.state.metrics`). POST /analysis, the hot path, goes straight from the app's entry to the access
+middleware and kgserve.intake's plain ASGI endpoint: FastAPI's routing, dependency, exception and body-limit
+layers cost most of a request's CPU there and give it nothing (it reads and bounds its body itself, and
+the access middleware turns an escaped exception into its log line as for any route). Every other path,
+and every other method on /analysis (405), goes through the FastAPI app as usual.
+
+The lifespan reads the cfg's promote header, starts the engine pool (the pool starts its engines in the
+background: kgserve serves /healthz and /readyz while they start, and keeps serving if they fail) and
+closes it at shutdown (terminate_all, stdin closed, wait, kill if needed).
 """
 
 from __future__ import annotations
@@ -13,19 +19,23 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kgserve.access import AccessMiddleware
 from kgserve.apidocs import docs_routes
 from kgserve.auth import TokenAuth, token_from_env
 from kgserve.context import EngineClient, ServeContext
+from kgserve.intake import AnalysisEndpoint
 from kgserve.limits import Admission
+from kgserve.logredact import install_redactor
 from kgserve.metrics import Metrics
 from kgserve.pool import EnginePool, cfg_max_visits
 from kgserve.provenance import read_provenance
 from kgserve.routes import router
 from kgserve.settings import Settings, load_settings
+from kgserve.websocket import websocket_endpoint
 
-__all__ = ["PoolFactory", "create_app", "default_pool_factory"]
+__all__ = ["KgserveApp", "PoolFactory", "create_app", "default_pool_factory"]
 
 log = logging.getLogger("kgserve")
 PoolFactory = Callable[[Settings], EngineClient]
@@ -35,7 +45,25 @@ def default_pool_factory(settings: Settings) -> EngineClient:
     return EnginePool(settings)
 
 
-def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | None = None) -> FastAPI:
+class KgserveApp(FastAPI):
+    """FastAPI, with POST /analysis dispatched before its middleware stack (see the module docstring)."""
+
+    analysis_app: ASGIApp | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self.analysis_app is not None
+            and scope["type"] == "http"
+            and scope["path"] == "/analysis"
+            and scope["method"] == "POST"
+        ):
+            scope["app"] = self
+            await self.analysis_app(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+
+def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | None = None) -> KgserveApp:
     """The app for `settings` (default: runtime/config.yaml, so `uvicorn --factory kgserve.app:create_app`
     works too). `pool_factory` replaces the engine pool (tests)."""
     settings = settings if settings is not None else load_settings()
@@ -66,7 +94,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
             await pool.close(settings.server.grace_period_s)
             log.info("engine pool closed")
 
-    app = FastAPI(title="kgserve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = KgserveApp(title="kgserve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     # no redirect from /analysis/ to /analysis: Starlette builds the Location from the client's Host header
     app.router.redirect_slashes = False
     token = token_from_env(settings.server)
@@ -77,5 +105,9 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     app.include_router(router)
     if settings.server.docs:
         app.router.routes.extend(docs_routes(settings, auth=token is not None))
+    if settings.websocket.enabled:
+        install_redactor()  # uvicorn logs the handshake's query string, which may hold the token
+        app.add_api_websocket_route(settings.websocket.path, websocket_endpoint)
     app.add_middleware(AccessMiddleware, metrics=metrics, auth=auth)
+    app.analysis_app = AccessMiddleware(AnalysisEndpoint(ctx), metrics=metrics, auth=auth)
     return app

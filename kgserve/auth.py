@@ -44,7 +44,24 @@ class TokenAuth:
         scheme, _, credentials = authorization.strip().partition(" ")
         if scheme.lower() != "bearer":
             return False
+        return self.accepts(credentials)
+
+    def accepts(self, credentials: str | None) -> bool:
+        """Whether `credentials` is the token (constant-time); always true when auth is off."""
+        if self._token is None:
+            return True
+        if credentials is None:
+            return False
         return hmac.compare_digest(credentials.strip().encode("utf-8", errors="surrogateescape"), self._token)
+
+    def allows_websocket(self, authorization: str | None, token_parameter: str | None) -> bool:
+        """A WebSocket handshake: the bearer header, or a `token` query parameter for clients (KaTrain)
+        that cannot send headers."""
+        if self._token is None:
+            return True
+        if authorization is not None and self.allows("/analysis", authorization):
+            return True
+        return token_parameter is not None and self.accepts(token_parameter)
 
 
 def exposure_warning(server: ServerSettings, token: str | None) -> str | None:

@@ -40,7 +40,7 @@ from typing import Any, Literal
 
 from kgserve.engine_errors import AbortTimeout, EngineDied, EngineError, EngineStartupError
 from kgserve.procutil import child_preexec, signal_group
-from kgserve.protocol import Query, encode_query, line_kind, locate_id, restore_id
+from kgserve.protocol import Query, engine_line, line_kind, locate_id, restore_id
 from kgserve.querystream import QueryStream
 
 __all__ = ["READY_TEXT", "Engine", "EngineSpec", "EngineState"]
@@ -77,6 +77,7 @@ class Engine:
         self.returncode: int | None = None
         self.version: str | None = None
         self.model: str | None = None
+        self.git_hash: str | None = None
         self.start_s: float | None = None  # spawn -> ready line, seconds
         self.stderr_tail: deque[str] = deque(maxlen=spec.stderr_tail_lines)
         self.outstanding_visits = 0
@@ -84,7 +85,10 @@ class Engine:
         self._proc: asyncio.subprocess.Process | None = None
         self._streams: dict[bytes, QueryStream] = {}
         self._actions: dict[bytes, asyncio.Future[bytes] | None] = {}
-        self._outq: asyncio.Queue[bytes | None] = asyncio.Queue()
+        # what is to go to stdin: written once per event-loop turn, so a burst of queries is one write
+        self._out = bytearray()
+        self._flush_soon: asyncio.Handle | None = None
+        self._close_stdin = False
         self._ready = asyncio.Event()
         self._exited = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -126,7 +130,7 @@ class Engine:
         log.info("%s: started pid %d: %s", self.label, self.pid, " ".join(self.spec.argv))
         self._stdout_done = asyncio.create_task(self._read_stdout())
         self._stderr_done = asyncio.create_task(self._read_stderr())
-        self._tasks = [self._stdout_done, self._stderr_done, asyncio.create_task(self._write())]
+        self._tasks = [self._stdout_done, self._stderr_done]
         self._tasks.append(asyncio.create_task(self._watch()))
         try:
             await self._await_ready()
@@ -143,6 +147,7 @@ class Engine:
         models_line = await self._action("query_models")
         try:
             version = json.loads(version_line).get("version")
+            self.git_hash = json.loads(version_line).get("git_hash")
             models = json.loads(models_line).get("models") or [{}]
             model = models[0].get("name")
         except (ValueError, AttributeError, TypeError, IndexError) as exc:
@@ -187,7 +192,8 @@ class Engine:
             self.state = "stopping"
         if self._streams:
             self._send_action("terminate_all", wait=False)
-        self._outq.put_nowait(None)  # close stdin once queued writes are out
+        self._close_stdin = True  # once queued writes are out
+        self._schedule_flush()
         if not await self._wait_exit(grace_s):
             log.warning("%s: still running %.1fs after stdin closed: SIGTERM", self.label, grace_s)
             self._signal(signal.SIGTERM)
@@ -245,11 +251,16 @@ class Engine:
         self._streams[internal.encode()] = stream
         self.outstanding_visits += stream.outstanding_visits
         self.counters["queries"] += 1
-        self._outq.put_nowait(encode_query(query.body, internal))
+        self._send_line(engine_line(query, internal))
         return stream
 
-    def abort(self, stream: QueryStream) -> None:
-        """Ask KataGo to terminate the query; its last lines still arrive on the stream."""
+    def abort(self, stream: QueryStream, turns: list[int] | None = None) -> None:
+        """Ask KataGo to terminate the query (only `turns` of it, when given); its last lines still arrive."""
+        if turns is not None:
+            # some turns only: the stream still ends after its finals (KataGo's noResults/partial lines)
+            if not stream.done and stream.engine is self and not self._exited.is_set():
+                self._send_action("terminate", wait=False, terminateId=stream.internal_id, turnNumbers=turns)
+            return
         if stream.done or stream.aborted or stream.engine is not self:
             return
         stream.aborted = True
@@ -281,7 +292,7 @@ class Engine:
         future: asyncio.Future[bytes] | None = asyncio.get_running_loop().create_future() if wait else None
         self._actions[internal.encode()] = future
         payload = {"id": internal, "action": action, **fields}
-        self._outq.put_nowait((json.dumps(payload, separators=(",", ":")) + "\n").encode())
+        self._send_line((json.dumps(payload, separators=(",", ":")) + "\n").encode())
         return future
 
     async def _action(self, action: str) -> bytes:
@@ -358,18 +369,28 @@ class Engine:
             if not self._ready.is_set() and READY_TEXT in text:
                 self._ready.set()
 
-    async def _write(self) -> None:
-        assert self._proc is not None and self._proc.stdin is not None
+    def _send_line(self, line: bytes) -> None:
+        self._out += line
+        self._schedule_flush()
+
+    def _schedule_flush(self) -> None:
+        if self._flush_soon is None:
+            self._flush_soon = asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Write what queued up this turn to stdin. The pipe transport buffers what the engine has not read
+        yet (as the queue in front of it used to); a process that is gone is settled by _watch."""
+        self._flush_soon = None
+        if self._proc is None or self._proc.stdin is None:
+            return
         stdin = self._proc.stdin
         try:
-            while True:
-                data = await self._outq.get()
-                if data is None:
-                    stdin.close()
-                    return
-                stdin.write(data)
-                await stdin.drain()
-        except (OSError, RuntimeError) as exc:  # the process is gone: _watch settles everything
+            if self._out:
+                stdin.write(bytes(self._out))
+                self._out.clear()
+            if self._close_stdin:
+                stdin.close()
+        except (OSError, RuntimeError) as exc:
             log.warning("%s: cannot write to the engine: %s", self.label, exc)
 
     async def _watch(self) -> None:

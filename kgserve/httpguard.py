@@ -13,7 +13,10 @@ is a protocol class for uvicorn.Config(http=...) that:
 - resets a connection whose client has taken none of the response for `send_timeout_s` (the
   transport's buffer stays above its high-water mark): its app sees a disconnect, and nothing waits
   on a blocked send any more;
-- offers the app `scope["extensions"]["kgserve.connection"]["abort"]`, to drop a client at once.
+- offers the app `scope["extensions"]["kgserve.connection"]["abort"]`, to drop a client at once, and
+  `["on_disconnect"]`, to be called back when the client goes (instead of a task awaiting receive());
+- lets go of a connection upgraded to a WebSocket (its timers are cancelled: kgserve.websocket has its own
+  bounds).
 
 Idle keep-alive connections are closed by uvicorn after `keep_alive_timeout_s`. (h11 would add its own
 header bound and HTTP/1.0 framing, but costs about 140 µs more CPU per request: kgserve.analysis frames
@@ -41,6 +44,7 @@ __all__ = [
     "abort_connection",
     "body_timeout_text",
     "guarded_protocol",
+    "on_disconnect",
 ]
 
 CONNECTION_EXTENSION = "kgserve.connection"
@@ -77,6 +81,17 @@ def abort_connection(scope: Any) -> bool:
     return True
 
 
+def on_disconnect(scope: Any, callback: Callable[[], None], *, forget: bool = False) -> bool:
+    """Have `callback` called once when the request's client goes (at once if it has gone already), or with
+    `forget`, no longer. False when the server offers no such hook (then await receive() for http.disconnect)."""
+    extension = (scope.get("extensions") or {}).get(CONNECTION_EXTENSION)
+    if not extension:
+        return False
+    register: Callable[[Callable[[], None], bool], None] = extension["on_disconnect"]
+    register(callback, forget)
+    return True
+
+
 def _body_timeout_message(seconds: float) -> str:
     return f"request body not complete within {seconds:g}s (server.body_timeout_s)"
 
@@ -101,6 +116,7 @@ class GuardedProtocol(HttpToolsProtocol):
         self._head_bytes = 0  # bytes of the request head being received (no request in progress)
         self._head_tail = b""
         self._guarded_cycle: Any = None
+        self._on_disconnect: set[Callable[[], None]] = set()  # requests of this connection to tell when it goes
         self._arm(self.limits.header_timeout_s, self._header_timeout)
 
     # -- timers --------------------------------------------------------------------------------------
@@ -140,6 +156,7 @@ class GuardedProtocol(HttpToolsProtocol):
             self.transport.write(_plain(_REQUEST_TIMEOUT, _body_timeout_message(self.limits.body_timeout_s)))
         cycle.disconnected = True  # the app's receive says http.disconnect, its sends are dropped
         cycle.message_event.set()
+        self._client_gone()
         self.transport.close()
 
     def _stalled(self) -> None:
@@ -156,7 +173,22 @@ class GuardedProtocol(HttpToolsProtocol):
         if self.cycle is not None and not self.cycle.response_complete:
             self.cycle.disconnected = True  # now, not when connection_lost runs: the app may return at once
             self.cycle.message_event.set()
+        self._client_gone()
         self.transport.abort()
+
+    def _watch_disconnect(self, callback: Callable[[], None], forget: bool) -> None:
+        if forget:
+            self._on_disconnect.discard(callback)
+            return
+        self._on_disconnect.add(callback)
+        if self.cycle is None or self.cycle.disconnected or self.transport.is_closing():
+            self._client_gone()
+
+    def _client_gone(self) -> None:
+        callbacks = list(self._on_disconnect)
+        self._on_disconnect.clear()
+        for callback in callbacks:
+            callback()
 
     # -- protocol events -----------------------------------------------------------------------------
     def data_received(self, data: bytes) -> None:
@@ -191,13 +223,22 @@ class GuardedProtocol(HttpToolsProtocol):
             self._head_bytes = 0
             self._head_tail = b""
             extensions = cycle.scope.setdefault("extensions", {})
-            extensions[CONNECTION_EXTENSION] = {"abort": self._reset}
+            extensions[CONNECTION_EXTENSION] = {"abort": self._reset, "on_disconnect": self._watch_disconnect}
             if cycle.more_body:
                 self._arm(self.limits.body_timeout_s, self._body_timeout)
             else:
                 self._disarm()
         elif not cycle.more_body and not self._idle():
             self._disarm()  # its body is complete: from here the request's own deadline governs
+
+    def handle_websocket_upgrade(self) -> None:
+        # the connection belongs to the WebSocket protocol from here (kgserve.websocket bounds its own sends):
+        # a header timer still armed would close a long-lived, mostly idle connection (KaTrain's)
+        self._disarm()
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+        super().handle_websocket_upgrade()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -220,6 +261,7 @@ class GuardedProtocol(HttpToolsProtocol):
             self._stall_timer.cancel()
             self._stall_timer = None
         super().connection_lost(exc)
+        self._client_gone()
 
 
 def guarded_protocol(limits: ConnectionLimits) -> type[GuardedProtocol]:

@@ -1,7 +1,9 @@
 """From an HTTP request to the response for POST /analysis: read, split, classify, cap, admit.
 
 Everything refused here is refused before the engine sees a byte (see kgserve.limits and
-kgserve.analysis for what the client gets).
+kgserve.analysis for what the client gets). `AnalysisEndpoint` is the route as a plain ASGI app: the
+hot path reads the raw ASGI scope (no Request object, no routing or dependency layer; kgserve.app puts
+it in front of the FastAPI app's own stack).
 """
 
 from __future__ import annotations
@@ -9,8 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
 
 from kgserve.analysis import AnalysisResponse, plain_ndjson, refusal
 from kgserve.context import ServeContext
@@ -18,25 +20,25 @@ from kgserve.limits import (
     BadRequestHeader,
     BodyTooLarge,
     CheckedQuery,
+    ClientGone,
     check_query,
     deadline_seconds,
     read_limited,
 )
+from kgserve.priority import UnknownClass, apply_class, parse_class
 from kgserve.protocol import Query, Rejected, classify_line, error_line, split_body
 
-__all__ = ["RETRY_AFTER_S", "handle_analysis"]
+__all__ = ["RETRY_AFTER_S", "AnalysisEndpoint", "classify_safely", "handle_analysis"]
 
 RETRY_AFTER_S = 1
 log = logging.getLogger("kgserve.intake")
 
 
-def _note(request: Request, **values: Any) -> None:
-    extra = getattr(request.state, "log_extra", None) or {}
-    extra.update(values)
-    request.state.log_extra = extra
+def _note(state: dict[str, Any], **values: Any) -> None:
+    state.setdefault("log_extra", {}).update(values)
 
 
-def _classify(line: bytes) -> Query | Rejected:
+def classify_safely(line: bytes) -> Query | Rejected:
     """protocol.classify_line, but a line it cannot handle is refused instead of failing the request."""
     try:
         return classify_line(line)
@@ -46,20 +48,50 @@ def _classify(line: bytes) -> Query | Rejected:
         return Rejected(error_line(f"kgserve: cannot parse this request line ({type(exc).__name__}): {preview}"))
 
 
-async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
+class AnalysisEndpoint:
+    """POST /analysis as an ASGI app."""
+
+    def __init__(self, ctx: ServeContext) -> None:
+        self.ctx = ctx
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await handle_analysis(scope, receive, self.ctx)
+        await response(scope, receive, send)
+
+
+def _headers(scope: Scope) -> tuple[bytes | None, bytes | None, bytes | None]:
+    """Content-Length, X-Deadline-Ms and X-Priority-Class (ASGI servers give header names in lower case)."""
+    length = deadline = klass = None
+    for key, value in scope["headers"]:
+        if key == b"content-length":
+            length = value
+        elif key == b"x-deadline-ms":
+            deadline = value
+        elif key == b"x-priority-class":
+            klass = value
+    return length, deadline, klass
+
+
+async def handle_analysis(scope: Scope, receive: Receive, ctx: ServeContext) -> Response:
     limits = ctx.settings.limits
+    state: dict[str, Any] = scope.setdefault("state", {})
+    length, deadline, klass_header = _headers(scope)
     try:
-        deadline_s = deadline_seconds(request.headers.get("x-deadline-ms"), limits)
+        deadline_s = deadline_seconds(deadline.decode("latin-1") if deadline is not None else None, limits)
     except BadRequestHeader as exc:
         return refusal(400, f"kgserve: {exc}")
+    classes = ctx.settings.priority
     try:
-        body = await read_limited(request.headers.get("content-length"), request.stream(), limits.max_body_bytes)
+        klass = parse_class(klass_header.decode("latin-1") if klass_header is not None else None, classes.http_default)
+    except UnknownClass as exc:
+        return refusal(400, f"kgserve: X-Priority-Class: {exc}")
+    try:
+        body = await read_limited(length, receive, limits.max_body_bytes)
     except BodyTooLarge as exc:
         return refusal(413, f"kgserve: {exc} (limits.max_body_bytes)")
-    except ClientDisconnect:
+    except ClientGone:
         # gone before its body arrived (or cut by server.body_timeout_s, kgserve.httpguard): nothing to answer
-        timed_out = getattr(request.state, "kgserve_timeout", None) == "body"
-        request.state.outcome = "body_timeout" if timed_out else "disconnect"
+        state["outcome"] = "body_timeout" if state.get("kgserve_timeout") == "body" else "disconnect"
         return Response(status_code=400)
     lines = split_body(body)
     if not lines:
@@ -74,17 +106,17 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
     rejections: list[bytes] = []
     clamped: list[str] = []
     for line in lines:
-        item = _classify(line)
+        item = classify_safely(line)
         checked = check_query(item, limits, ctx.cfg_visits) if isinstance(item, Query) else item
         if isinstance(checked, CheckedQuery):
             if checked.silent:
                 continue
-            queries.append(checked.query)
+            queries.append(apply_class(checked.query, klass) if classes.classes else checked.query)
             if checked.clamped:
                 clamped.append(checked.query.caller_id)
         else:
             rejections.append(checked.error_line)
-    _note(request, queries=len(queries), rejected=len(rejections))
+    _note(state, queries=len(queries), rejected=len(rejections), priority_class=klass)
     headers = {"x-visits-clamped": str(limits.max_visits)} if clamped else {}
     if not queries:
         return plain_ndjson(400 if rejections else 200, rejections, headers)
@@ -103,7 +135,7 @@ async def handle_analysis(request: Request, ctx: ServeContext) -> Response:
         queries=queries,
         rejections=rejections,
         deadline_s=deadline_s,
-        state=request.state,
+        state=state,
         headers=headers,
         terminate_grace_s=limits.terminate_grace_s,
         buffer_limit=ctx.settings.server.max_response_buffer_bytes,

@@ -22,8 +22,9 @@ Everything here is decided before a query reaches the engine, and is visible to 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 from kgserve.katago_rules import is_int_or_half_int, parse_rules
 from kgserve.protocol import VISITS_UNBOUNDED, Query, Rejected, error_line
@@ -34,6 +35,7 @@ __all__ = [
     "BadRequestHeader",
     "BodyTooLarge",
     "CheckedQuery",
+    "ClientGone",
     "check_query",
     "check_rules_komi",
     "deadline_seconds",
@@ -49,8 +51,15 @@ class BadRequestHeader(Exception):
     """A request header kgserve reads holds an unusable value."""
 
 
-async def read_limited(content_length: str | None, chunks: AsyncIterable[bytes], max_bytes: int) -> bytes:
-    """The whole body, or BodyTooLarge as soon as it is known to be over `max_bytes`."""
+class ClientGone(Exception):
+    """The client left (or was cut off) before its whole body arrived."""
+
+
+Receive = Callable[[], Awaitable[Mapping[str, Any]]]  # an ASGI receive callable
+
+
+async def read_limited(content_length: bytes | str | None, receive: Receive, max_bytes: int) -> bytes:
+    """The whole body of an ASGI request, or BodyTooLarge as soon as it is known to be over `max_bytes`."""
     if content_length is not None:
         try:
             declared = int(content_length)
@@ -60,12 +69,17 @@ async def read_limited(content_length: str | None, chunks: AsyncIterable[bytes],
             raise BodyTooLarge(f"Content-Length {declared} is over the limit of {max_bytes} bytes")
     parts: list[bytes] = []
     total = 0
-    async for chunk in chunks:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGone
+        chunk: bytes = message.get("body", b"")
         total += len(chunk)
         if total > max_bytes:
             raise BodyTooLarge(f"request body is over the limit of {max_bytes} bytes")
         parts.append(chunk)
-    return b"".join(parts)
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class Admission:
@@ -125,7 +139,7 @@ def check_query(query: Query, limits: LimitsSettings, cfg_visits: int | None) ->
         # a top-level maxVisits overrides overrideSettings and the cfg in KataGo
         body = dict(query.body)
         body["maxVisits"] = limits.max_visits
-        return CheckedQuery(replace(query, body=body, visits=limits.max_visits), clamped=True)
+        return CheckedQuery(replace(query, body=body, visits=limits.max_visits, raw=None), clamped=True)
     return CheckedQuery(query)
 
 

@@ -6,6 +6,10 @@
 - kgserve_engine_up{engine}                1 when that engine is ready
 - kgserve_engine_restarts_total{engine}    restarts of that engine
 - kgserve_engine_outstanding_visits{engine} visits queued or running on that engine
+- kgserve_websocket_connections_total{outcome} WebSocket connections by how they ended (closed, not_reading, ...)
+- kgserve_websocket_open_connections        WebSocket connections open now
+- kgserve_websocket_queries_total{outcome}  queries sent over WebSocket by outcome (ok, rejected, refused, ...)
+- kgserve_websocket_connection_seconds      WebSocket connection lifetimes
 
 Engine figures are read from the pool's status() at scrape time.
 """
@@ -15,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -57,12 +61,40 @@ class Metrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+        self.ws_connections = Counter(
+            "kgserve_websocket_connections", "WebSocket connections by outcome", ["outcome"], registry=self.registry
+        )
+        self.ws_open = Gauge("kgserve_websocket_open_connections", "WebSocket connections open", registry=self.registry)
+        self.ws_queries = Counter(
+            "kgserve_websocket_queries", "WebSocket queries by outcome", ["outcome"], registry=self.registry
+        )
+        self.ws_duration = Histogram(
+            "kgserve_websocket_connection_seconds",
+            "WebSocket connection lifetime, from the handshake to the close",
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
         self.registry.register(_LiveCollector(status, inflight))
+        self._by_outcome: dict[str, Any] = {}  # the labelled counters, looked up once per outcome
 
     def observe(self, outcome: str, seconds: float | None) -> None:
-        self.requests.labels(outcome=outcome).inc()
+        counter = self._by_outcome.get(outcome)
+        if counter is None:
+            counter = self._by_outcome[outcome] = self.requests.labels(outcome=outcome)
+        counter.inc()
         if seconds is not None:
             self.latency.observe(seconds)
+
+    def websocket_opened(self) -> None:
+        self.ws_open.inc()
+
+    def websocket_closed(self, outcome: str, seconds: float) -> None:
+        self.ws_open.dec()
+        self.ws_connections.labels(outcome=outcome).inc()
+        self.ws_duration.observe(seconds)
+
+    def websocket_query(self, outcome: str) -> None:
+        self.ws_queries.labels(outcome=outcome).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -108,6 +108,16 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
                 "schema": {"type": "number", "exclusiveMinimum": True, "minimum": 0},
             },
             {
+                "name": "X-Priority-Class",
+                "in": "header",
+                "description": (
+                    "interactive queries run before batch ones in KataGo's queue (docs/interactive.md); "
+                    f"default {settings.priority.http_default}"
+                    + ("" if settings.priority.classes else "; ignored: priority classes are off on this server")
+                ),
+                "schema": {"type": "string", "enum": ["interactive", "batch"]},
+            },
+            {
                 "name": "X-Request-ID",
                 "in": "header",
                 "description": "kept and returned when it is 1-128 of A-Z a-z 0-9 . _ : -; kgserve makes one otherwise",

@@ -1,18 +1,24 @@
-"""The part of one streamed response its client has not taken yet: bounded, and sent by a task of its own.
+"""The part of one streamed response its client has not taken yet: bounded, and never awaited by the exchange.
 
 The request's event loop (kgserve.analysis) never awaits a send, so a client that stops reading cannot
 hold back its deadline, its disconnect or its terminates: the loop puts ASGI messages here and goes on.
-`run()` (a task) sends them in order, joining body chunks that queued up meanwhile. For an HTTP/1.0
-client (which cannot read a chunked body) it holds the whole response and sends it with a Content-Length.
-`put_body` returns False once the bytes waiting (queued plus the write in progress) pass `limit`: the
-caller then drops the client instead of buffering more.
+What was put during one event-loop turn goes out at the end of that turn as one message (so a response
+complete within a turn, the common case, is sent whole with a Content-Length, like a plain response).
+A send is driven right there when the transport takes it at once (kgserve.sendcall); only a send that has
+to wait for the client gets a task, which then sends whatever queued up meanwhile. For an HTTP/1.0 client
+(which cannot read a chunked body) the whole response is held and sent with a Content-Length.
+`put_body` returns False once the bytes waiting (queued plus a send in progress) pass `limit`: the caller
+then drops the client instead of buffering more.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from starlette.types import Message, Send
+
+from kgserve.sendcall import SendCall
 
 __all__ = ["Outbox"]
 
@@ -24,12 +30,18 @@ class Outbox:
         self.whole = whole  # hold everything, then send it with a Content-Length (HTTP/1.0: no chunked)
         self.sent_messages = 0  # progress, for a caller that watches for a stalled client
         self.finished = False  # the last message is out
+        self.failed: BaseException | None = None  # a send raised: nothing more goes out
+        self.on_failed: Callable[[], None] | None = None  # called once if a send raises
         self._start: Message | None = None
+        self._started = False
         # one growing buffer, not a queue of small chunks: freed in one piece, it leaves no heap fragments
         self._buffer = bytearray()
-        self._in_flight = 0  # bytes handed to send() and not yet taken by the transport
+        self._in_flight = 0  # bytes handed to a send that has not completed
         self._end = False
-        self._ready = asyncio.Event()
+        self._last_out = False  # the last message was handed to send
+        self._flush_soon: asyncio.Handle | None = None
+        self._waiting: SendCall | None = None  # a send that waits for the client
+        self._progress = asyncio.Event()
 
     @property
     def waiting_bytes(self) -> int:
@@ -37,36 +49,87 @@ class Outbox:
 
     def put_start(self, status: int, headers: list[tuple[bytes, bytes]]) -> None:
         self._start = {"type": "http.response.start", "status": status, "headers": headers}
-        self._ready.set()
+        self._schedule()
 
     def put_body(self, chunk: bytes, *, more: bool = True) -> bool:
         """Queue a body chunk; False when the client is now over the limit (the chunk is queued all the same)."""
         self._buffer += chunk
         self._end = self._end or not more
-        self._ready.set()
+        self._schedule()
         return self.waiting_bytes <= self.limit
 
-    async def run(self) -> None:
-        """Send the status line, then the body as it comes, until the last body message is out."""
-        while self._start is None or (self.whole and not self._end):
-            self._ready.clear()
-            await self._ready.wait()
-        if self.whole:
-            length = (b"content-length", str(len(self._buffer)).encode("ascii"))
-            self._start = {**self._start, "headers": [*self._start["headers"], length]}
-        await self._send(self._start)
-        self.sent_messages += 1
-        while True:
-            while not self._buffer and not self._end:
-                self._ready.clear()
-                await self._ready.wait()
-            data = bytes(self._buffer)
-            self._buffer.clear()
-            last = self._end
-            self._in_flight = len(data)
-            await self._send({"type": "http.response.body", "body": data, "more_body": not last})
-            self._in_flight = 0
-            self.sent_messages += 1
-            if last:
-                self.finished = True
+    def _schedule(self) -> None:
+        if self._flush_soon is None and self._waiting is None:
+            self._flush_soon = asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        """Send what is queued, as long as each send completes at once."""
+        self._flush_soon = None
+        while self._waiting is None and not self._last_out and self.failed is None:
+            message = self._next_message()
+            if message is None:
                 return
+            call = SendCall(self._send(message), self._sent)  # type: ignore[arg-type]  # ASGI send: a coroutine
+            if not call.step():
+                self._waiting = call  # it finishes in a task of its own, then calls _sent
+                return
+
+    def _next_message(self) -> Message | None:
+        if not self._started:
+            if self._start is None or (self.whole and not self._end):
+                return None
+            self._started = True
+            start = self._start
+            if self._end:  # complete already: one body with its length (no chunked framing)
+                length = (b"content-length", str(len(self._buffer)).encode("ascii"))
+                start = {**start, "headers": [*start["headers"], length]}
+            return start
+        if not self._buffer and not self._end:
+            return None
+        data = bytes(self._buffer)
+        self._buffer.clear()
+        self._in_flight = len(data)
+        message: Message = {"type": "http.response.body", "body": data, "more_body": not self._end}
+        self._last_out = self._end
+        return message
+
+    def _sent(self, error: BaseException | None) -> None:
+        self._in_flight = 0
+        self.sent_messages += 1
+        self._progress.set()
+        resumed = self._waiting is not None
+        self._waiting = None
+        if error is not None:
+            self.failed = error
+            if self.on_failed is not None:
+                self.on_failed()
+            return
+        if self._last_out and not self._buffer:
+            self.finished = True
+            return
+        if resumed:
+            self._flush()
+
+    async def wait_sent(self, stall_s: float) -> bool:
+        """Wait until the last message is out; False if the client took nothing for `stall_s` (or a send failed)."""
+        if self._flush_soon is not None:  # nothing more to gather: send now (usually done without waiting)
+            self._flush_soon.cancel()
+            self._flush()
+        while self._waiting is not None or self._flush_soon is not None:
+            before = self.sent_messages
+            self._progress.clear()
+            try:
+                await asyncio.wait_for(self._progress.wait(), stall_s)
+            except TimeoutError:
+                if self.sent_messages == before:
+                    return False
+        return self.finished and self.failed is None
+
+    def cancel(self) -> None:
+        """Give up: no further send, and a send waiting for the client is abandoned."""
+        if self._flush_soon is not None:
+            self._flush_soon.cancel()
+            self._flush_soon = None
+        if self._waiting is not None:
+            self._waiting.cancel()
+            self._waiting = None

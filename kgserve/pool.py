@@ -91,6 +91,7 @@ class EnginePool:
         self.required_ready = settings.engine.required_ready
         self.katago_version: str | None = None
         self.model: str | None = None
+        self.katago_git_hash: str | None = None
         self._slots = [_Slot(index) for index in range(settings.engine.processes)]
         self._closing = False
         self._wake = asyncio.Event()
@@ -176,6 +177,7 @@ class EnginePool:
                 slot.start_s = engine.start_s
                 self.katago_version = engine.version
                 self.model = engine.model
+                self.katago_git_hash = engine.git_hash
                 self._changed()
                 began = time.monotonic()
                 frozen = await self._watch_liveness(slot, engine)
@@ -271,8 +273,8 @@ class EnginePool:
         engine = min(engines, key=lambda item: (item.outstanding_visits, item.pending, item.index))
         return engine.submit(query)
 
-    def abort(self, stream: QueryStream) -> None:
-        stream.engine.abort(stream)
+    def abort(self, stream: QueryStream, turns: list[int] | None = None) -> None:
+        stream.engine.abort(stream, turns)
 
     # -- status --------------------------------------------------------------------------------------
     def _reason(self) -> str:

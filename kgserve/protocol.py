@@ -15,6 +15,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from json.encoder import encode_basestring as _encode_string
 from typing import Any, Literal
 
 from kgserve._nlohmann import nlohmann_error, nlohmann_int
@@ -27,6 +28,7 @@ __all__ = [
     "classify_line",
     "dump_compact",
     "encode_query",
+    "engine_line",
     "error_line",
     "line_kind",
     "locate_id",
@@ -56,10 +58,14 @@ class Query:
     body: dict[str, Any]
     expected_finals: int  # one isDuringSearch:false line per distinct analysed turn
     visits: int | None  # the search's visit bound as KataGo will read it (kgserve.protocol.query_visits)
+    # the request line as the client sent it (one line of compact or spaced JSON, no BOM), when the engine
+    # can take it as it is; None when the body changed (a clamp) or the query was pretty-printed over lines
+    raw: bytes | None = None
 
     @property
     def caller_id_json(self) -> bytes:
-        return json.dumps(self.caller_id, ensure_ascii=False).encode("utf-8")
+        # what json.dumps(caller_id, ensure_ascii=False) returns, without building an encoder per call
+        return _encode_string(self.caller_id).encode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +106,8 @@ def split_body(body: bytes) -> list[bytes]:
     stripped = body.strip()
     if not stripped:
         return []
+    if b"\n" not in stripped:  # one line (the common single query)
+        return [stripped]
     document_text = strip_bom(stripped)
     if b"\n" in stripped and document_text[:1] in (b"{", b"["):
         try:
@@ -165,14 +173,18 @@ def query_visits(body: dict[str, Any]) -> int | None:
     return override_visits(body.get("overrideSettings"))
 
 
+_WHITESPACE_BYTES = _WHITESPACE.encode()
+_DECODER = json.JSONDecoder(parse_constant=_reject_non_finite, parse_float=_parse_float)
+
+
 def classify_line(line: bytes) -> Query | Rejected:
     """Classify one request line the way KataGo's request loop does, before any engine sees it."""
-    line = line.strip(_WHITESPACE.encode())
+    line = line.strip(_WHITESPACE_BYTES)
     try:
-        text = strip_bom(line).decode("utf-8")
-        value = json.loads(text, parse_constant=_reject_non_finite, parse_float=_parse_float)
-        # lone surrogates (from \\ud800 escapes) are valid for Python but not for nlohmann
-        dump_compact(value).encode("utf-8")
+        unmarked = strip_bom(line).lstrip(_WHITESPACE_BYTES)
+        value = _DECODER.decode(unmarked.decode("utf-8"))
+        if b"\\u" in unmarked:  # lone surrogates (from \\ud800 escapes) are valid for Python, not for nlohmann
+            dump_compact(value).encode("utf-8")
     except (ValueError, UnicodeError, RecursionError):
         return Rejected(error_line(nlohmann_parse_error(line)))
     if not isinstance(value, dict):
@@ -193,6 +205,7 @@ def classify_line(line: bytes) -> Query | Rejected:
         body=value,
         expected_finals=_distinct_turns(value.get("analyzeTurns")),
         visits=query_visits(value),
+        raw=unmarked if b"\n" not in unmarked else None,
     )
 
 
@@ -201,6 +214,16 @@ def encode_query(body: dict[str, Any], internal_id: str) -> bytes:
     with_internal_id = dict(body)
     with_internal_id["id"] = internal_id
     return (json.dumps(with_internal_id, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def engine_line(query: Query, internal_id: str) -> bytes:
+    """The request line for the engine: the client's own bytes with `"id":"<internal>"` appended as the last
+    key (KataGo's JSON reader keeps the last of duplicate keys, as Python's does), so nothing is re-encoded.
+    A query without usable raw bytes is encoded from its body."""
+    raw = query.raw
+    if raw is None:
+        return encode_query(query.body, internal_id)
+    return b'%s,"id":"%s"}\n' % (raw[:-1], internal_id.encode("ascii"))
 
 
 _ID_KEY = b'"id":"'

@@ -2,7 +2,8 @@
 
 `QueryStream` is what `Engine.submit` / `EnginePool.submit` return: iterate it for the engine's lines
 (bytes, no newline, the caller's id restored); it ends after the query's last line and raises
-`EngineDied` (or `AbortTimeout`) if the engine could not finish it. The engine feeds it through
+`EngineDied` (or `AbortTimeout`) if the engine could not finish it. Or, instead of iterating, hand it a
+callback with `listen()` (kgserve's HTTP path: no task and no queue per query). The engine feeds it through
 `_push` and `_settle`; nothing here touches a process.
 """
 
@@ -10,17 +11,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from kgserve.protocol import Query
 
-__all__ = ["QueryStream", "StreamOwner"]
+__all__ = ["Listener", "QueryStream", "StreamOwner"]
+
+# listen() callback: a line (bytes), then None when the query is finished, or the error that ended it
+Listener = Callable[[bytes | BaseException | None], None]
 
 
 class StreamOwner(Protocol):
     """The engine a stream was submitted to (kgserve.engine.Engine): an abort goes back to it."""
 
-    def abort(self, stream: QueryStream) -> None: ...
+    def abort(self, stream: QueryStream, turns: list[int] | None = None) -> None: ...
 
 
 _END = object()
@@ -40,7 +45,8 @@ class QueryStream:
         self.done = False
         self.error: BaseException | None = None
         self.submitted_at = time.monotonic()
-        self._items: asyncio.Queue[Any] = asyncio.Queue()
+        self._items: asyncio.Queue[Any] | None = None  # made on first use: a listener needs none
+        self._listener: Listener | None = None
         self._abort_timer: asyncio.TimerHandle | None = None
 
     @property
@@ -54,13 +60,19 @@ class QueryStream:
     def __aiter__(self) -> QueryStream:
         return self
 
+    def _queue(self) -> asyncio.Queue[Any]:
+        if self._items is None:
+            self._items = asyncio.Queue()
+        return self._items
+
     async def __anext__(self) -> bytes:
-        item = await self._items.get()
+        items = self._queue()
+        item = await items.get()
         if item is _END:
-            self._items.put_nowait(_END)  # iterating again ends again
+            items.put_nowait(_END)  # iterating again ends again
             raise StopAsyncIteration
         if isinstance(item, BaseException):
-            self._items.put_nowait(item)
+            items.put_nowait(item)
             raise item
         line: bytes = item
         return line
@@ -69,8 +81,20 @@ class QueryStream:
         """All remaining lines (raises like iteration does)."""
         return [line async for line in self]
 
+    def listen(self, listener: Listener) -> None:
+        """Take the lines by callback from now on (what was already queued first); do not iterate as well."""
+        queued = self._items
+        self._items = None
+        while queued is not None and not queued.empty():
+            item = queued.get_nowait()
+            listener(None if item is _END else item)
+        self._listener = listener
+
     def _push(self, line: bytes) -> None:
-        self._items.put_nowait(line)
+        if self._listener is not None:
+            self._listener(line)
+        else:
+            self._queue().put_nowait(line)
 
     def _settle(self, error: BaseException | None) -> None:
         if self.done:
@@ -80,4 +104,7 @@ class QueryStream:
         if self._abort_timer is not None:
             self._abort_timer.cancel()
             self._abort_timer = None
-        self._items.put_nowait(error if error is not None else _END)
+        if self._listener is not None:
+            self._listener(error)
+        else:
+            self._queue().put_nowait(error if error is not None else _END)

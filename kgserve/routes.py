@@ -1,13 +1,17 @@
-"""kgserve's routes; thin: the work is in kgserve.intake / kgserve.analysis / kgserve.readiness."""
+"""kgserve's routes; thin: the work is in kgserve.intake / kgserve.analysis / kgserve.readiness.
+
+POST /analysis is normally taken before the router (kgserve.app.KgserveApp); the route here serves the
+same endpoint to a caller that mounts the router alone, and answers 405 for other methods."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
 from kgserve.auth import TokenAuth
 from kgserve.context import ServeContext
-from kgserve.intake import handle_analysis
+from kgserve.intake import AnalysisEndpoint
 from kgserve.metrics import CONTENT_TYPE_LATEST, Metrics
 from kgserve.readiness import readiness
 
@@ -21,9 +25,14 @@ def _ctx(request: Request) -> ServeContext:
     return ctx
 
 
-@router.post("/analysis")
-async def analysis(request: Request) -> Response:
-    return await handle_analysis(request, _ctx(request))
+class _Analysis:
+    """The app's AnalysisEndpoint, found at request time (an ASGI app, so no request/response wrapping)."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await AnalysisEndpoint(scope["app"].state.kgserve)(scope, receive, send)
+
+
+router.add_route("/analysis", _Analysis(), methods=["POST"])  # type: ignore[arg-type]  # Starlette takes ASGI apps
 
 
 @router.get("/healthz")

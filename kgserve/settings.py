@@ -23,9 +23,11 @@ __all__ = [
     "ConfigError",
     "EngineSettings",
     "LimitsSettings",
+    "PrioritySettings",
     "ServerSettings",
     "Settings",
     "SweepNodeSettings",
+    "WebSocketSettings",
     "is_loopback",
     "load_settings",
 ]
@@ -57,6 +59,7 @@ class ServerSettings(_Strict):
     keep_alive_timeout_s: float = Field(30.0, gt=0)  # idle between requests
     send_timeout_s: float = Field(30.0, gt=0)  # a client that takes none of the response for this long is dropped
     max_response_buffer_bytes: int = Field(1 << 20, ge=65536)  # response bytes kgserve holds for one slow client
+    workers: int = Field(1, ge=1, le=64)  # front-end processes on the port, each with its share of the engines
 
 
 class BackendSettings(_Strict):
@@ -116,6 +119,23 @@ class LimitsSettings(_Strict):
     max_queries_per_request: int = Field(256, ge=1)
     max_turns_per_query: int = Field(1000, ge=1)
     terminate_grace_s: float = Field(2.0, gt=0)  # after a deadline: how long to wait for KataGo's last lines
+
+
+class WebSocketSettings(_Strict):
+    """The KataGo-protocol WebSocket endpoint (kgserve.websocket)."""
+
+    enabled: bool = True
+    path: str = Field("/ws", pattern=r"^/[A-Za-z0-9_./-]*$")
+    max_inflight_per_connection: int = Field(64, ge=1)  # over it: an error line per refused query
+    send_buffer_bytes: int = Field(8 << 20, ge=1024)  # a client that lets more pile up is cut off
+
+
+class PrioritySettings(_Strict):
+    """Priority classes (kgserve.priority): interactive queries run before batch ones in KataGo's queue."""
+
+    classes: bool = True  # false: callers' `priority` goes to KataGo unchanged, class requests are ignored
+    http_default: Literal["interactive", "batch"] = "batch"
+    websocket_default: Literal["interactive", "batch"] = "interactive"
 
 
 class ReleaseNetwork(_Strict):
@@ -205,6 +225,8 @@ class Settings(_Strict):
     server: ServerSettings
     engine: EngineSettings
     limits: LimitsSettings = Field(default_factory=LimitsSettings)
+    websocket: WebSocketSettings = Field(default_factory=WebSocketSettings)
+    priority: PrioritySettings = Field(default_factory=PrioritySettings)
     release: ReleaseSettings | None = None
     cluster: ClusterSettings | None = None
     balancer: BalancerSettings | None = None

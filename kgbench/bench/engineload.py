@@ -98,10 +98,13 @@ async def run_engine_load(
     queries: int,
     concurrency: int,
     env: Mapping[str, str] | None = None,
+    extra: Mapping[str, object] | None = None,
     startup_timeout_s: float = 120.0,
     run_timeout_s: float = 600.0,
 ) -> EngineLoadResult:
-    """Start ``argv`` (an analysis engine), send ``queries`` queries keeping ``concurrency`` in flight, stop it."""
+    """Start ``argv`` (an analysis engine), send ``queries`` queries keeping ``concurrency`` in flight, stop it.
+
+    ``extra``: query keys added to every query (e.g. includePolicy / includeOwnership for a bulk extraction load)."""
     if queries <= concurrency:
         raise ValueError(f"queries ({queries}) must exceed concurrency ({concurrency}): the first are warm-up")
     if concurrency < 1 or visits < 1:
@@ -122,7 +125,9 @@ async def run_engine_load(
         startup_s = time.monotonic() - started
         drain = asyncio.create_task(_drain(proc.stderr, tail))
         counts = await asyncio.wait_for(
-            _closed_loop(proc.stdin, proc.stdout, psutil.Process(proc.pid), source, visits, queries, concurrency),
+            _closed_loop(
+                proc.stdin, proc.stdout, psutil.Process(proc.pid), source, visits, queries, concurrency, extra or {}
+            ),
             run_timeout_s,
         )
         await _stop(proc)
@@ -141,6 +146,7 @@ async def _closed_loop(
     visits: int,
     queries: int,
     concurrency: int,
+    extra: Mapping[str, object],
 ) -> _Counts:
     sent = answered = errors = 0
     warm_at = warm_cpu = 0.0
@@ -148,7 +154,7 @@ async def _closed_loop(
     def send_one() -> None:
         nonlocal sent
         _, body = source.next()
-        body = {**body, "id": f"q{sent}", "maxVisits": visits, "analyzeTurns": [len(body.get("moves", []))]}
+        body = {**body, **extra, "id": f"q{sent}", "maxVisits": visits, "analyzeTurns": [len(body.get("moves", []))]}
         stdin.write((json.dumps(body) + "\n").encode())
         sent += 1
 

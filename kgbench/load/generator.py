@@ -124,6 +124,7 @@ async def _issue(sender: Sender, queries: QuerySource, level: _Level, counter: l
     """Send one request. The caller has already counted it in ``level.inflight``: counted at dispatch, the open
     loop's cap holds even when it creates several tasks (running late) before any of them first runs."""
     key, body = queries.next()
+    body.update(level.load.query_fields)
     body["maxVisits"] = level.load.max_visits
     counter[0] += 1
     try:

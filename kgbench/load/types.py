@@ -34,11 +34,14 @@ Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
 - ``order`` [given]: ``ladder: fixed``: ``given`` runs the levels as listed, ``descending`` the highest first (what
   an Optuna search uses: the first level then already measures the job's likely best req/s, so the pruner's
   first comparison is a fair one; see docs/sweeps.md).
+- ``query_fields`` [{}]: fields set in every query on top of the position, e.g. ``{includePolicy: true,
+  includeOwnership: true}`` (load=policy); ``id`` and ``maxVisits`` are the generator's own.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -88,6 +91,7 @@ class LoadSettings:
     max_concurrency: int = 1024
     max_p99_ms: float | None = None
     order: Order = "given"
+    query_fields: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(int(c) < 1 for c in self.concurrency):
@@ -102,6 +106,9 @@ class LoadSettings:
             raise ValueError("load.min_windows must be >= 1 and load.max_windows >= load.min_windows")
         if self.max_visits < 1 or self.request_timeout_s <= 0 or self.tolerance < 0:
             raise ValueError("load.max_visits >= 1, load.request_timeout_s > 0 and load.tolerance >= 0 required")
+        reserved = sorted({"id", "maxVisits"} & set(self.query_fields))
+        if reserved:
+            raise ValueError(f"load.query_fields must not set {reserved}: the generator sets them (load.max_visits)")
         if not self.slo_ms > 0 or self.repeats < 1:
             raise ValueError(f"load.slo_ms must be > 0 and load.repeats >= 1, got {self.slo_ms!r}, {self.repeats!r}")
         if self.ladder not in ("fixed", "auto"):
@@ -137,6 +144,8 @@ class LoadSettings:
         if "concurrency" in kwargs:
             conc = kwargs["concurrency"]
             kwargs["concurrency"] = (int(conc),) if isinstance(conc, int) else tuple(int(c) for c in conc)
+        if "query_fields" in kwargs:
+            kwargs["query_fields"] = dict(kwargs["query_fields"] or {})
         return cls(**kwargs)
 
     def as_params(self) -> dict[str, str]:
@@ -144,7 +153,12 @@ class LoadSettings:
         out: dict[str, str] = {}
         for f in dataclasses.fields(self):
             value = getattr(self, f.name)
-            out[f.name] = ",".join(str(v) for v in value) if isinstance(value, tuple) else str(value)
+            if isinstance(value, tuple):
+                out[f.name] = ",".join(str(v) for v in value)
+            elif isinstance(value, Mapping):
+                out[f.name] = json.dumps(dict(value), sort_keys=True, separators=(",", ":"))
+            else:
+                out[f.name] = str(value)
         return out
 
 

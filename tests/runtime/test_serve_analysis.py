@@ -30,7 +30,8 @@ def _config_with_port(tmp_path: Path, port: int) -> Path:
     runtime = tmp_path / "runtime"
     runtime.mkdir(exist_ok=True)
     text = DEFAULT_CONFIG_PATH.read_text(encoding="utf-8")
-    text, count = re.subn(r"(?m)^  port: \d+", f"  port: {port}", text)
+    # server.port: the first `  port:` line, inside the server section (the balancer section has its own)
+    text, count = re.subn(r"(?m)^(server:\n(?:  .*\n)*?)  port: \d+", rf"\g<1>  port: {port}", text, count=1)
     assert count == 1
     text = text.replace("../assets/sim/", f"{REPO}/assets/sim/")
     (runtime / "katago_serving.cfg").write_text((RUNTIME / "katago_serving.cfg").read_text(), encoding="utf-8")

@@ -24,6 +24,7 @@ class Behaviour:
     delay: Callable[[int, float], float] = lambda n, t: 0.005
     kind: Callable[[int], str] = lambda n: "ok"
     ids: list[str] = field(default_factory=list)
+    bodies: list[dict[str, Any]] = field(default_factory=list)
     concurrent: int = 0
     peak: int = 0
 
@@ -40,6 +41,7 @@ async def handler(request: web.Request) -> web.StreamResponse:
     b: Behaviour = request.app[BKEY]
     body = json.loads(await request.read())
     b.ids.append(body["id"])
+    b.bodies.append(body)
     n = len(b.ids)
     b.concurrent += 1
     b.peak = max(b.peak, b.concurrent)
@@ -228,3 +230,13 @@ async def test_repeats_and_a_stopping_hook(server: tuple[str, Behaviour]) -> Non
     assert level.repeats == 2 and {r.repeat for r in res.records} == {0, 1}
     assert level.req_per_s_low <= level.req_per_s <= level.req_per_s_high
     assert level.windows >= 2 * 3  # both repeats' windows (min_windows 3 each)
+
+
+async def test_query_fields_go_into_every_query(server: tuple[str, Behaviour]) -> None:
+    url, b = server
+    load = tiny(concurrency=(2,), query_fields={"includePolicy": True, "includeOwnership": True})
+    res = await run_load(url, load, QuerySource.from_dirs(seed=3))
+    assert res.levels[0].requests > 0 and b.bodies
+    assert all(q["includePolicy"] is True and q["includeOwnership"] is True and q["maxVisits"] == 7 for q in b.bodies)
+    with pytest.raises(ValueError, match="maxVisits"):
+        tiny(query_fields={"maxVisits": 3})

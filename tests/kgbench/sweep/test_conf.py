@@ -110,3 +110,12 @@ def test_optuna_search_config_selects_kgbench_sweeper_with_a_journal() -> None:
     assert str(sweeper.journal).endswith(".journal") and sweeper.study_name
     assert sweeper.pruner.name == "median"
     assert "nnMaxBatchSize" in sweeper.params
+
+
+def test_policy_load_is_bulk_low_visit_with_policy_and_ownership() -> None:
+    from kgbench.sweep.modes import _load_settings
+
+    load = _load_settings(_compose(["load=policy"]))
+    assert load.max_visits == 1 and min(load.concurrency) >= 256
+    assert dict(load.query_fields) == {"includePolicy": True, "includeOwnership": True}
+    assert load.as_params()["query_fields"] == '{"includeOwnership":true,"includePolicy":true}'

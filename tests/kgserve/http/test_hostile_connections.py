@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kgserve.analysis import _failure_text
+from kgserve.analysis import failure_text
 from kgserve.app import create_app
 from kgserve.engine_errors import EngineDied
 from kgserve.openapi import build_openapi
@@ -201,6 +201,6 @@ async def test_readyz_shows_stderr_only_with_the_token(
 
 def test_engine_died_line_carries_no_stderr() -> None:
     died = EngineDied("engine[0] exited (killed by signal 9); last stderr: query from bob: SECRET", exit_code=-9)
-    text = _failure_text(died)
+    text = failure_text(died)
     assert "SECRET" not in text and "bob" not in text
     assert text == "engine died before finishing this query: killed by signal 9"

@@ -45,7 +45,7 @@ def test_document_validates_and_documents_analysis(settings_factory: Any, auth: 
     assert NDJSON in post["requestBody"]["content"]
     answer = (SAMPLES / "outputs" / f"{SAMPLE_NAME}.jsonl").read_text().splitlines()[0]
     assert list(_examples(document, "200").values()) == [json.loads(answer)]
-    assert {p["name"] for p in post["parameters"]} == {"X-Deadline-Ms", "X-Request-ID"}
+    assert {p["name"] for p in post["parameters"]} == {"X-Deadline-Ms", "X-Priority-Class", "X-Request-ID"}
     responses = post["responses"]
     codes = {"200", "400", "408", "413", "429", "503"} | ({"401"} if auth else set())
     assert set(responses) == codes

@@ -1,0 +1,248 @@
+"""kgserve's hot path against the bare stack it is built on (issue 14), one client, alternating rounds.
+
+``python -m kgbench.bench.hotpath [--rounds 3] [--seconds 4] [--quick]`` prints a Markdown table.
+
+Two servers run side by side on loopback: the bare stack (kgbench.bench.bare_asgi: Starlette on uvicorn,
+one route answering one ndjson line of the same size as kgserve's answer) and kgserve with one sim engine
+at zero cost (``KGSERVE_SIM_FIXED_RPS=0``). The same aiohttp closed-loop client (kgbench.bench.hotclient)
+loads each in turn, in alternating rounds (bare first in even rounds, kgserve first in odd ones), so slow
+drifts of a shared machine hit both alike; the table gives medians over the rounds and the median of the
+per-round ratios. Workloads: single queries with ~1 KB and ~12 KB answers at 64 and 256 in flight, a
+request of 256 query lines, a whole-game ``analyzeTurns`` request, and the bulk policy profile
+(``maxVisits 1``, policy and ownership: conf/load/policy.yaml).
+
+CPU per query is the server process's own CPU time (``/proc/<pid>/stat`` via psutil; the sim engine, a
+child process, is not counted) over the round divided by the queries answered. The client's headroom is
+its CPU share during the round (1.0 = one full core) and its ceiling: the req/s it would reach with one
+core to itself (requests / its CPU seconds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgbench.bench.common import cleanup_devices, machine_line, sim_env, sim_settings
+from kgbench.bench.hotclient import RoundResult, closed_loop
+from kgbench.bench.hotservers import ServerProcess, bare_server, kgserve_server
+from kgbench.load.traffic import QuerySource, build_query
+
+__all__ = ["Workload", "main", "workloads"]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    concurrency: tuple[int, ...]
+    make_bodies: Callable[[], list[bytes]]
+    queries_per_request: Callable[[bytes], int] = lambda body: 1
+
+
+def _positions(extra: dict[str, Any], count: int, seed: int = 0) -> Iterator[dict[str, Any]]:
+    source = QuerySource.from_dirs(seed=seed)
+    for index in range(count):
+        _, body = source.next()
+        body = {k: v for k, v in body.items() if not k.startswith("include")}
+        body.update(extra)
+        body["id"] = f"q{index}"
+        yield body
+
+
+def _single(extra: dict[str, Any], count: int = 2000) -> Callable[[], list[bytes]]:
+    def make() -> list[bytes]:
+        return [_encode(body) for body in _positions(extra, count)]
+
+    return make
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _batch(extra: dict[str, Any], lines: int, count: int = 16) -> Callable[[], list[bytes]]:
+    def make() -> list[bytes]:
+        queries = [_encode(body) for body in _positions(extra, lines * count)]
+        return [b"\n".join(queries[i * lines : (i + 1) * lines]) for i in range(count)]
+
+    return make
+
+
+def _whole_game(visits: int) -> Callable[[], list[bytes]]:
+    def make() -> list[bytes]:
+        source = QuerySource.from_dirs(seed=0)
+        game = max(source.games, key=lambda g: len(g.moves))
+        bodies = []
+        for symmetry in range(8):
+            body = build_query(game, len(game.moves), symmetry, game.komi)
+            body.update(id=f"game{symmetry}", maxVisits=visits, analyzeTurns=list(range(len(game.moves) + 1)))
+            bodies.append(_encode(body))
+        return bodies
+
+    return make
+
+
+def _lines(body: bytes) -> int:
+    return body.count(b"\n") + 1
+
+
+def _turns(body: bytes) -> int:
+    return len(json.loads(body)["analyzeTurns"])
+
+
+SMALL = {"maxVisits": 3}  # ~1 KB answers from the sim
+LARGE = {"maxVisits": 60, "includeOwnership": True, "includePolicy": True}  # ~12 KB
+POLICY = {"maxVisits": 1, "includeOwnership": True, "includePolicy": True}  # conf/load/policy.yaml
+
+
+def workloads(quick: bool = False) -> list[Workload]:
+    return [
+        Workload("1 query, ~1 KB answer", (64, 256), _single(SMALL)),
+        Workload("1 query, ~12 KB answer", (64, 256), _single(LARGE)),
+        Workload("policy: maxVisits 1, policy + ownership", (256,), _single(POLICY)),
+        Workload("256 query lines, ~1 KB answers", (4,), _batch(SMALL, 256), _lines),
+        Workload("whole game analyzeTurns, maxVisits 3", (4,), _whole_game(3), _turns),
+    ][: 2 if quick else None]
+
+
+@dataclass
+class Cell:
+    """Rounds of one workload at one concurrency against one server."""
+
+    rounds: list[RoundResult] = field(default_factory=list)
+    cpu_s: list[float] = field(default_factory=list)
+
+    def median(self, value: Callable[[RoundResult], float]) -> float:
+        return statistics.median(value(r) for r in self.rounds)
+
+    def cpu_us_per_query(self, per_request: int) -> float:
+        return statistics.median(
+            cpu / max(1, r.ok * per_request) * 1e6 for cpu, r in zip(self.cpu_s, self.rounds, strict=True)
+        )
+
+
+async def _round(
+    server: ServerProcess, bodies: list[bytes], concurrency: int, seconds: float
+) -> tuple[RoundResult, float]:
+    cpu0 = server.cpu_s()
+    result = await closed_loop(server.url + "/analysis", bodies, concurrency, seconds)
+    return result, server.cpu_s() - cpu0
+
+
+async def measure(work: Workload, rounds: int, seconds: float) -> list[str]:
+    bodies = work.make_bodies()
+    per_request = work.queries_per_request(bodies[0])
+    rows = []
+    with ExitStack() as stack:
+        kgserve = stack.enter_context(kgserve_server(sim_settings(1), sim_env(0, device="hotpath")))
+        size = await kgserve.answer_bytes(bodies[0])
+        bare = stack.enter_context(bare_server(size))
+        for concurrency in work.concurrency:
+            cells = {"bare": Cell(), "kgserve": Cell()}
+            ratios = []
+            for index in range(rounds):
+                order = [("bare", bare), ("kgserve", kgserve)]
+                rates = {}
+                for name, server in order if index % 2 == 0 else order[::-1]:
+                    result, cpu = await _round(server, bodies, concurrency, seconds)
+                    cells[name].rounds.append(result)
+                    cells[name].cpu_s.append(cpu)
+                    rates[name] = result.req_per_s
+                ratios.append(rates["kgserve"] / rates["bare"] if rates["bare"] else float("nan"))
+            rows.append(_row(work, concurrency, size, per_request, cells, statistics.median(ratios)))
+    return rows
+
+
+def _row(work: Workload, concurrency: int, size: int, per_request: int, cells: dict[str, Cell], ratio: float) -> str:
+    bare, kg = cells["bare"], cells["kgserve"]
+    errors = sum(r.errors for r in kg.rounds) + sum(r.errors for r in bare.rounds)
+    return (
+        f"| {work.name} | {concurrency} | {size:,} | {bare.median(lambda r: r.req_per_s):,.0f} "
+        f"| {kg.median(lambda r: r.req_per_s):,.0f} | **{ratio:.2f}** "
+        f"| {bare.median(lambda r: r.p50_ms):.1f} / {bare.median(lambda r: r.p99_ms):.1f} "
+        f"| {kg.median(lambda r: r.p50_ms):.1f} / {kg.median(lambda r: r.p99_ms):.1f} "
+        f"| {bare.cpu_us_per_query(per_request):,.0f} | {kg.cpu_us_per_query(per_request):,.0f} "
+        f"| {bare.median(lambda r: r.client_cpu_share):.2f} / {kg.median(lambda r: r.client_cpu_share):.2f} "
+        f"| {min(bare.median(lambda r: r.client_ceiling), kg.median(lambda r: r.client_ceiling)):,.0f} | {errors} |"
+    )
+
+
+async def scaling(rounds: int, seconds: float, counts: tuple[int, ...] = (1, 2), concurrency: int = 256) -> str:
+    """kgserve with 1 and 2 front-end processes (server.workers; two sim engines either way), 1 KB queries."""
+    bodies = _single(SMALL)()
+    cells: dict[int, Cell] = {count: Cell() for count in counts}
+    with ExitStack() as stack:
+        servers = {}
+        for count in counts:
+            base = sim_settings(max(counts))
+            settings = base.model_copy(update={"server": base.server.model_copy(update={"workers": count})})
+            servers[count] = stack.enter_context(kgserve_server(settings, sim_env(0, device=f"workers{count}")))
+        for index in range(rounds):
+            for count in counts if index % 2 == 0 else counts[::-1]:
+                result, cpu = await _round(servers[count], bodies, concurrency, seconds)
+                cells[count].rounds.append(result)
+                cells[count].cpu_s.append(cpu)
+    rows = [
+        "| front-end processes | req/s | p50 / p99 ms | kgserve CPU µs / query | errors |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for count, cell in cells.items():
+        rows.append(
+            f"| {count} | {cell.median(lambda r: r.req_per_s):,.0f} | {cell.median(lambda r: r.p50_ms):.1f} / "
+            f"{cell.median(lambda r: r.p99_ms):.1f} | {cell.cpu_us_per_query(1):,.0f} "
+            f"| {sum(r.errors for r in cell.rounds)} |"
+        )
+    return f"#### server.workers (1 KB queries, {concurrency} in flight, {max(counts)} sim engines)\n\n" + "\n".join(
+        rows
+    )
+
+
+HEADER = (
+    "| workload | in flight | answer bytes | bare req/s | kgserve req/s | kgserve / bare | bare p50 / p99 ms "
+    "| kgserve p50 / p99 ms | bare CPU µs / query | kgserve CPU µs / query | client CPU share (bare / kgserve) "
+    "| client ceiling req/s | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+async def suite(args: argparse.Namespace) -> str:
+    started = time.monotonic()
+    rows = []
+    for work in [] if args.only_workers else workloads(args.quick):
+        rows.extend(await measure(work, args.rounds, args.seconds))
+        print(rows[-1], file=sys.stderr, flush=True)
+    if args.workers or args.only_workers:
+        rows.append("\n" + await scaling(args.rounds, args.seconds))
+    return (
+        f"### kgserve hot path vs the bare ASGI stack\n\n{machine_line()}; {args.rounds} alternating rounds of "
+        f"{args.seconds:g} s per cell, medians\n\n{HEADER}\n" + "\n".join(rows) + "\n\n"
+        f"Suite wall time: {time.monotonic() - started:.0f} s.\n"
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m kgbench.bench.hotpath", description=__doc__.split("\n")[0])
+    p.add_argument("--rounds", type=int, default=3, help="alternating rounds per cell")
+    p.add_argument("--seconds", type=float, default=4.0, help="measured seconds per round (after 0.5 s warm-up)")
+    p.add_argument("--quick", action="store_true", help="the two single-query workloads only")
+    p.add_argument("--workers", action="store_true", help="also kgserve with 1 and 2 front-end processes")
+    p.add_argument("--only-workers", action="store_true", help="the server.workers comparison alone")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        print(asyncio.run(suite(parse_args(argv))))
+    finally:
+        cleanup_devices()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

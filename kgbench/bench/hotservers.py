@@ -1,0 +1,107 @@
+"""The two servers kgbench.bench.hotpath compares, as subprocesses on loopback ports picked by the kernel.
+
+kgserve's log goes straight to a file (not through a pipe read by the benchmark, whose reading would count
+as client CPU): one INFO line per request, as in production.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import psutil
+
+from kgbench.bench.common import write_config
+from kgserve.settings import Settings
+
+__all__ = ["ServerProcess", "bare_server", "kgserve_server"]
+
+_LISTEN = re.compile(r"kgserve listening on (http://\S+?:\d+)\b")
+START_TIMEOUT_S = 60.0
+
+
+@dataclass
+class ServerProcess:
+    proc: subprocess.Popen[bytes]
+    url: str
+
+    def cpu_s(self) -> float:
+        """The server's own CPU seconds: its process, and its kgserve workers if it has any (server.workers);
+        the engines (children of kgserve) are not counted."""
+        process = psutil.Process(self.proc.pid)
+        serving = [process] + [c for c in process.children() if "--worker" in c.cmdline()]
+        return float(sum(p.cpu_times().user + p.cpu_times().system for p in serving))
+
+    async def answer_bytes(self, body: bytes) -> int:
+        """The size of the server's answer to ``body``."""
+        async with aiohttp.ClientSession() as session, session.post(self.url + "/analysis", data=body) as response:
+            payload = await response.read()
+            if response.status != 200:
+                raise RuntimeError(f"{self.url}: status {response.status}: {payload[:300]!r}")
+            return len(payload)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def bare_server(size: int) -> Iterator[ServerProcess]:
+    """kgbench.bench.bare_asgi answering ``size`` bytes."""
+    argv = [sys.executable, "-m", "kgbench.bench.bare_asgi", "--bytes", str(size)]
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline().decode()
+        if not line.startswith("listening "):
+            raise RuntimeError(f"the bare server did not start: {line!r}")
+        yield ServerProcess(proc, f"http://127.0.0.1:{int(line.split()[1])}")
+    finally:
+        _stop(proc)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _ready(url: str) -> bool:
+    with contextlib.suppress(OSError), urllib.request.urlopen(url + "/readyz", timeout=5) as response:
+        return response.status == 200
+    return False
+
+
+@contextlib.contextmanager
+def kgserve_server(settings: Settings, env: Mapping[str, str]) -> Iterator[ServerProcess]:
+    """``python -m kgserve`` with ``settings`` (port 0), ready; SIGTERM on exit."""
+    with tempfile.TemporaryDirectory(prefix="kgbench-hotpath-") as tmp:
+        config = write_config(settings, Path(tmp))
+        log_path = Path(tmp) / "kgserve.log"
+        argv = [sys.executable, "-m", "kgserve", "--config", str(config), "--port", "0"]
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=dict(env))
+        try:
+            deadline = time.monotonic() + START_TIMEOUT_S
+            url = None
+            while url is None or not _ready(url):
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    tail = log_path.read_text(errors="replace")[-1500:]
+                    raise RuntimeError(f"kgserve did not become ready (exit {proc.poll()}): {tail}")
+                match = _LISTEN.search(log_path.read_text(errors="replace")) if url is None else None
+                url = match.group(1) if match else url
+                time.sleep(0.1)
+            yield ServerProcess(proc, url)
+        finally:
+            _stop(proc)

@@ -1,0 +1,94 @@
+"""KataGo's analysis protocol over a WebSocket (default path /ws), as KaTrain's remote engine speaks it.
+
+- Handshake: the bearer token as `Authorization: Bearer <token>` or as a `token` query parameter
+  (never logged, see kgserve.logredact); a wrong or missing one gets HTTP 401 instead of the upgrade.
+  `priority_class=interactive|batch` picks the connection's class (default: priority.websocket_default);
+  an unknown class gets HTTP 400.
+- Each text (or binary) message is one JSON query or JSON lines, read as POST /analysis reads a body; a
+  message over limits.max_body_bytes closes the connection (1009).
+  Each line KataGo writes comes back as its own text message, the caller's id restored, byte for byte as
+  over /analysis; kgserve's own lines (refusals, warnings, acknowledgements) have KataGo's shape.
+- Actions act on this connection's queries only: `terminate` (`terminateId`, optional `turnNumbers`)
+  and `terminate_all` (optional `turnNumbers`) are acknowledged with the request echoed, as KataGo does;
+  `query_version` is answered with the engine's version; every other action gets an error line.
+- `maxVisits` over limits.max_visits is clamped, with a warning line naming the cap (KaTrain ponders with
+  maxVisits 10000000): `{"field":"maxVisits","id":..,"isDuringSearch":true,"noResults":true,"warning":..}`,
+  KataGo's warning shape plus two keys that keep KaTrain from taking it for the final result.
+- Bounds: at most websocket.max_inflight_per_connection queries of a connection in flight (and the
+  server-wide limits.max_inflight_queries): a query over either gets an error line, the connection stays
+  open. Answers waiting to be sent are bounded by websocket.send_buffer_bytes: a client that stops reading
+  has its queries terminated and its connection closed (1008).
+- Closing the connection terminates its queries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from typing import Any
+
+from starlette.responses import JSONResponse
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from kgserve.auth import TokenAuth
+from kgserve.context import ServeContext
+from kgserve.metrics import Metrics
+from kgserve.priority import PriorityClass, UnknownClass, parse_class
+from kgserve.wsconnection import Connection
+
+__all__ = ["websocket_endpoint"]
+
+log = logging.getLogger("kgserve.access")
+
+
+async def _deny(websocket: WebSocket, status: int, message: str) -> None:
+    headers = {"www-authenticate": "Bearer"} if status == 401 else None
+    await websocket.send_denial_response(JSONResponse({"error": message}, status_code=status, headers=headers))
+
+
+async def websocket_endpoint(websocket: WebSocket) -> None:
+    ctx: ServeContext = websocket.app.state.kgserve
+    metrics: Metrics = websocket.app.state.metrics
+    auth: TokenAuth = websocket.app.state.auth
+    started = time.perf_counter()
+    connection_id = uuid.uuid4().hex
+    path = websocket.url.path
+    if not auth.allows_websocket(websocket.headers.get("authorization"), websocket.query_params.get("token")):
+        await _deny(websocket, 401, "kgserve: missing or wrong token (Authorization: Bearer <token>, or ?token=)")
+        _access(connection_id, path, "unauthorized", started, {})
+        return
+    try:
+        klass: PriorityClass = parse_class(
+            websocket.query_params.get("priority_class"), ctx.settings.priority.websocket_default
+        )
+    except UnknownClass as exc:
+        await _deny(websocket, 400, f"kgserve: priority_class: {exc}")
+        _access(connection_id, path, "rejected", started, {})
+        return
+    await websocket.accept()
+    metrics.websocket_opened()
+    connection = Connection(websocket, ctx, metrics, klass)
+    outcome = "error"
+    try:
+        outcome = await connection.run()
+    except WebSocketDisconnect:
+        outcome = "closed"
+    finally:
+        await connection.shutdown()
+        seconds = time.perf_counter() - started
+        metrics.websocket_closed(outcome, seconds)
+        _access(connection_id, path, outcome, started, {**connection.counts, "priority_class": klass})
+
+
+def _access(connection_id: str, path: str, outcome: str, started: float, extra: dict[str, Any]) -> None:
+    # the path only: the query string may hold the token
+    detail = "".join(f" {key}={value}" for key, value in extra.items())
+    log.info(
+        "websocket id=%s %s outcome=%s duration_ms=%.1f%s",
+        connection_id,
+        path,
+        outcome,
+        (time.perf_counter() - started) * 1000.0,
+        detail,
+    )

@@ -1,0 +1,110 @@
+"""Issue 15 against the real KataGo: priority classes reorder its queue, and the WebSocket's actions reach it.
+
+One analysis thread, so the queue is what decides the order of work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+
+from tests.conftest import analysis_query
+from tests.katago.conftest import RealKatago, start_kgserve, tier_config
+
+pytestmark = pytest.mark.katago
+
+MOVES = [["B", "Q16"], ["W", "D4"], ["B", "Q4"]]
+WAIT_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, real_katago: RealKatago) -> Iterator[Any]:
+    config = tier_config(
+        tmp_path_factory.mktemp("kgserve-katago-interactive"),
+        real_katago,
+        cfg={"numAnalysisThreads": 1},
+        limits={"max_visits": 100_000},
+    )
+    process = start_kgserve(config)
+    yield process
+    process.stop()
+
+
+def query(caller_id: str, visits: int, **extra: Any) -> dict[str, Any]:
+    return analysis_query(caller_id, moves=MOVES, max_visits=visits, **extra)
+
+
+async def final_of(ws: ClientConnection, caller_id: str) -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = []
+    async with asyncio.timeout(WAIT_S):
+        while not (lines and lines[-1].get("id") == caller_id and lines[-1].get("isDuringSearch") is False):
+            lines.append(json.loads(await ws.recv()))
+    return lines
+
+
+async def test_an_interactive_query_overtakes_queued_batch_work(server: Any) -> None:
+    finished: list[str] = []
+    ws_url = server.url.replace("http://", "ws://") + "/ws"
+
+    async with httpx.AsyncClient(base_url=server.url, timeout=WAIT_S) as client:
+
+        async def batch(caller_id: str) -> None:
+            body = json.dumps(query(caller_id, 20))
+            response = await client.post("/analysis", content=body, headers={"x-priority-class": "batch"})
+            assert response.status_code == 200, response.text
+            finished.append(caller_id)
+
+        async with connect(ws_url + "?priority_class=batch", open_timeout=30) as holder, connect(ws_url) as user:
+            # a long batch search takes the only search thread until it is terminated below
+            await holder.send(json.dumps(query("busy", 100_000, reportDuringSearchEvery=0.1)))
+            async with asyncio.timeout(WAIT_S):
+                while json.loads(await holder.recv()).get("isDuringSearch") is not True:
+                    pass
+            queued = []
+            for index in range(2):
+                queued.append(asyncio.create_task(batch(f"batch{index}")))
+                await asyncio.sleep(0.3)  # in KataGo's queue, in this order
+            await user.send(json.dumps(query("interactive", 20)))  # interactive: the WebSocket's default
+            await asyncio.sleep(0.3)
+            await holder.send(json.dumps({"id": "stop", "action": "terminate", "terminateId": "busy"}))
+            await final_of(user, "interactive")
+            finished.append("interactive")
+            await asyncio.gather(*queued)
+    # the freed thread took the interactive query although both batch queries arrived before it
+    assert finished == ["interactive", "batch0", "batch1"]
+
+
+async def test_websocket_actions_reach_the_real_engine(server: Any) -> None:
+    async with connect(server.url.replace("http://", "ws://") + "/ws", open_timeout=30) as ws:
+        await ws.send(json.dumps({"id": "v", "action": "query_version"}))
+        version = json.loads(await ws.recv())
+        assert version["id"] == "v" and version["version"][0].isdigit() and "git_hash" in version
+        # three turns queued on one thread; terminate turn 2 only, then everything
+        await ws.send(json.dumps(query("game", 5000, analyzeTurns=[1, 2, 3], reportDuringSearchEvery=0.2)))
+        async with asyncio.timeout(WAIT_S):
+            while json.loads(await ws.recv()).get("isDuringSearch") is not True:
+                pass
+        request = {"id": "t", "action": "terminate", "terminateId": "game", "turnNumbers": [2]}
+        await ws.send(json.dumps(request))
+        turn_two: list[dict[str, Any]] = []
+        async with asyncio.timeout(WAIT_S):
+            acked = False
+            while not turn_two or not acked:
+                line = json.loads(await ws.recv())
+                acked = acked or line == request
+                if line.get("turnNumber") == 2 and line.get("isDuringSearch") is False:
+                    turn_two.append(line)
+        assert turn_two[0].get("noResults") is True  # it was still queued: KataGo drops it
+        await ws.send(json.dumps({"id": "all", "action": "terminate_all"}))
+        finals = {2}
+        async with asyncio.timeout(WAIT_S):
+            while finals != {1, 2, 3}:
+                line = json.loads(await ws.recv())
+                if line.get("id") == "game" and line.get("isDuringSearch") is False:
+                    finals.add(line["turnNumber"])

@@ -1,0 +1,41 @@
+"""The hot-path benchmark's parts: the bare server answers its size, the client counts and times answers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kgbench.bench.bare_asgi import ndjson_line
+from kgbench.bench.hotclient import closed_loop
+from kgbench.bench.hotpath import POLICY, workloads
+from kgbench.bench.hotservers import bare_server
+
+
+def test_ndjson_line_has_the_asked_size_and_is_json() -> None:
+    for size in (64, 1168, 11207):
+        line = ndjson_line(size)
+        assert len(line) == size and line.endswith(b"\n")
+        assert json.loads(line)["isDuringSearch"] is False
+
+
+def test_workload_bodies_are_distinct_queries() -> None:
+    single, _, policy, batch, game = workloads()
+    bodies = single.make_bodies()
+    assert len(set(bodies)) == len(bodies) >= 1000
+    assert all(json.loads(b)["maxVisits"] == 1 for b in policy.make_bodies()[:5]) and POLICY["includePolicy"]
+    first = batch.make_bodies()[0]
+    assert batch.queries_per_request(first) == 256 == len({json.loads(x)["id"] for x in first.split(b"\n")})
+    whole = game.make_bodies()[0]
+    assert game.queries_per_request(whole) == len(json.loads(whole)["moves"]) + 1
+
+
+@pytest.mark.slow
+async def test_closed_loop_against_the_bare_server() -> None:
+    with bare_server(512) as server:
+        result = await closed_loop(server.url + "/analysis", [b'{"id":"a"}', b'{"id":"b"}'], 4, 0.5)
+        assert result.errors == 0 and result.ok > 0
+        assert len(result.latencies_ms) == result.ok and result.p50_ms <= result.p99_ms
+        assert result.client_cpu_s > 0 and result.client_ceiling > 0
+        assert await server.answer_bytes(b'{"id":"c"}') == 512
+        assert server.cpu_s() > 0

@@ -1,0 +1,68 @@
+"""kgserve.priority: classes map onto KataGo priorities, interactive always above batch."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kgserve.priority import BAND, CLASS_OFFSET, PriorityClass, UnknownClass, apply_class, class_priority, parse_class
+from kgserve.protocol import Query, classify_line
+
+KATAGO_LIMIT = 0x3FFFFFFFFFFFFFFF  # KataGo refuses priorities beyond +-(2^62 - 1)
+
+
+def query(text: str) -> Query:
+    item = classify_line(text.encode())
+    assert isinstance(item, Query)
+    return item
+
+
+def test_parse_class() -> None:
+    assert parse_class(None, "batch") == "batch"
+    assert parse_class("  ", "interactive") == "interactive"
+    assert parse_class("Interactive", "batch") == "interactive"
+    with pytest.raises(UnknownClass, match="'interactive' or 'batch'"):
+        parse_class("urgent", "batch")
+
+
+@given(st.integers(-KATAGO_LIMIT, KATAGO_LIMIT), st.integers(-KATAGO_LIMIT, KATAGO_LIMIT))
+def test_every_interactive_priority_is_above_every_batch_one(interactive: int, batch: int) -> None:
+    high = class_priority("interactive", interactive)
+    low = class_priority("batch", batch)
+    assert high > low
+    assert low >= -KATAGO_LIMIT and high <= KATAGO_LIMIT
+
+
+@given(st.integers(-BAND, BAND), st.integers(-BAND, BAND))
+def test_a_callers_own_order_is_kept_inside_its_band(a: int, b: int) -> None:
+    for klass in get_args(PriorityClass):
+        assert (class_priority(klass, a) < class_priority(klass, b)) == (a < b)
+
+
+def test_apply_class_rewrites_priority_and_priorities() -> None:
+    plain = query('{"id":"a","moves":[]}')
+    assert apply_class(plain, "batch") is plain  # nothing to add: KataGo's default is 0
+    assert apply_class(plain, "interactive").body["priority"] == CLASS_OFFSET["interactive"]
+    own = apply_class(query('{"id":"a","moves":[],"priority":3}'), "interactive")
+    assert own.body["priority"] == CLASS_OFFSET["interactive"] + 3 and own.caller_id == "a"
+    turns = apply_class(query('{"id":"a","analyzeTurns":[0,1],"priorities":[1,-2]}'), "interactive")
+    assert turns.body["priorities"] == [CLASS_OFFSET["interactive"] + 1, CLASS_OFFSET["interactive"] - 2]
+    assert "priority" not in turns.body
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"id":"a","priority":"high"}',
+        '{"id":"a","priority":1.5}',
+        '{"id":"a","priority":true}',
+        '{"id":"a","priority":1,"priorities":[1]}',
+        '{"id":"a","analyzeTurns":[0],"priorities":[1.5]}',
+    ],
+)
+def test_values_katago_refuses_are_left_for_katago(text: str) -> None:
+    original = query(text)
+    assert apply_class(original, "interactive") is original
