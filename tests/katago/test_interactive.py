@@ -48,6 +48,21 @@ async def final_of(ws: ClientConnection, caller_id: str) -> list[dict[str, Any]]
     return lines
 
 
+async def _until_sent_to_engine(client: httpx.AsyncClient, visits: int) -> None:
+    """Wait until kgserve has handed the engine queries worth `visits` (fixed sleeps lose on a loaded machine)."""
+    async with asyncio.timeout(WAIT_S):
+        while True:
+            text = (await client.get("/metrics")).text
+            sent = sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith("kgserve_engine_outstanding_visits{")
+            )
+            if sent >= visits:
+                return
+            await asyncio.sleep(0.05)
+
+
 async def test_an_interactive_query_overtakes_queued_batch_work(server: Any) -> None:
     finished: list[str] = []
     ws_url = server.url.replace("http://", "ws://") + "/ws"
@@ -71,7 +86,8 @@ async def test_an_interactive_query_overtakes_queued_batch_work(server: Any) -> 
                 queued.append(asyncio.create_task(batch(f"batch{index}")))
                 await asyncio.sleep(0.3)  # in KataGo's queue, in this order
             await user.send(json.dumps(query("interactive", 20)))  # interactive: the WebSocket's default
-            await asyncio.sleep(0.3)
+            await _until_sent_to_engine(client, 100_000 + 3 * 20)
+            await asyncio.sleep(0.5)  # kgserve wrote them to KataGo's stdin: give its reader thread time to queue them
             await holder.send(json.dumps({"id": "stop", "action": "terminate", "terminateId": "busy"}))
             await final_of(user, "interactive")
             finished.append("interactive")

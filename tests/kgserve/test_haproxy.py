@@ -148,7 +148,10 @@ def test_three_kgserve_behind_haproxy(tmp_path: Path) -> None:
             # an engine killed under load (kgserve 0) and a whole kgserve killed (kgserve 1): no request lost.
             # HAProxy replays what was not delivered on another backend, but a request racing the kill can use
             # up its retries before the backend is marked down: then it gets a 503 (kgserve's or HAProxy's),
-            # an answer the client can retry, never a cut connection or another request's answer
+            # an answer the client can retry, never another request's answer. The one cut a balancer cannot
+            # mend: an answer the SIGKILLed kgserve had already begun to send (status line relayed, then the
+            # process is gone) reaches the client as an incomplete response; only a handful of those can exist
+            # (the requests kgserve 1 was answering at the kill)
             async def chaos() -> list[tuple[int, str, str]]:
                 burst = asyncio.create_task(_burst(haproxy.url, 60, 100))
                 await asyncio.sleep(0.3)
@@ -158,7 +161,9 @@ def test_three_kgserve_behind_haproxy(tmp_path: Path) -> None:
                 return await burst
 
             results = asyncio.run(chaos())
-            assert {r[0] for r in results} <= {200, 503}, (results, haproxy.log_path.read_text()[-5000:])
+            assert {r[0] for r in results} <= {0, 200, 503}, (results, haproxy.log_path.read_text()[-5000:])
+            cut = [r for r in results if r[0] == 0]
+            assert len(cut) <= 4 and all(r[2].startswith(("RemoteProtocolError", "ReadError")) for r in cut), cut
             assert all(r[2] == f"r{100 + i}" for i, r in enumerate(results) if r[0] == 200)
             assert sum(r[0] == 200 for r in results) > 30, results  # most of them are replayed elsewhere
 
