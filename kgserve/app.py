@@ -2,7 +2,7 @@
 
 No module globals: everything lives on `app.state` (`app.state.kgserve`, a ServeContext, and
 `app.state.metrics`). POST /analysis, the hot path, goes straight from the app's entry to the access
-middleware and kgserve.intake's plain ASGI endpoint: FastAPI's routing, dependency, exception and body-limit
+middleware and kgserve.http.intake's plain ASGI endpoint: FastAPI's routing, dependency, exception and body-limit
 layers cost most of a request's CPU there and give it nothing (it reads and bounds its body itself, and
 the access middleware turns an escaped exception into its log line as for any route). Every other path,
 and every other method on /analysis (405), goes through the FastAPI app as usual.
@@ -21,19 +21,19 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kgserve.access import AccessMiddleware
-from kgserve.apidocs import docs_routes
-from kgserve.auth import TokenAuth, token_from_env
-from kgserve.context import EngineClient, ServeContext
-from kgserve.intake import AnalysisEndpoint
-from kgserve.limits import Admission
-from kgserve.logredact import install_redactor
-from kgserve.metrics import Metrics
+from kgserve.http.access import AccessMiddleware
+from kgserve.http.apidocs import docs_routes
+from kgserve.http.auth import TokenAuth, token_from_env
+from kgserve.http.context import EngineClient, ServeContext
+from kgserve.http.intake import AnalysisEndpoint
+from kgserve.http.limits import Admission
+from kgserve.http.logredact import install_redactor
+from kgserve.http.metrics import Metrics
+from kgserve.http.routes import router
 from kgserve.pool import EnginePool, cfg_max_visits
 from kgserve.provenance import read_provenance
-from kgserve.routes import router
 from kgserve.settings import Settings, load_settings
-from kgserve.websocket import websocket_endpoint
+from kgserve.ws.websocket import websocket_endpoint
 
 __all__ = ["KgserveApp", "PoolFactory", "create_app", "default_pool_factory"]
 

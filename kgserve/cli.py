@@ -25,7 +25,7 @@ from typing import Any
 
 import uvicorn
 
-from kgserve.httpguard import ConnectionLimits, guarded_protocol
+from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
 from kgserve.preflight import startup_problems
 from kgserve.settings import ConfigError, Settings, load_settings
 from kgserve.workers import parse_worker, supervise, worker_settings
@@ -93,7 +93,7 @@ class _Server(uvicorn.Server):
 
 
 def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
-    """uvicorn's config for kgserve: the guarded protocol (kgserve.httpguard) and server.* timeouts.
+    """uvicorn's config for kgserve: the guarded protocol (kgserve.http.httpguard) and server.* timeouts.
 
     No proxy-headers middleware: kgserve uses neither the client address nor the scheme, and that layer
     parses every request's headers."""
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print(_problem_paragraph(settings, problems), file=sys.stderr)
         return EXIT_STARTUP
-    from kgserve.auth import exposure_warning, token_from_env
+    from kgserve.http.auth import exposure_warning, token_from_env
 
     warning = exposure_warning(settings.server, token_from_env(settings.server))
     if warning:

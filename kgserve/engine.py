@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kgserve.engine_errors import AbortTimeout, EngineDied, EngineError, EngineStartupError
+from kgserve.katago.protocol import Query, engine_line, line_kind, locate_id, restore_id
 from kgserve.procutil import child_preexec, signal_group
-from kgserve.protocol import Query, engine_line, line_kind, locate_id, restore_id
 from kgserve.querystream import QueryStream
 
 __all__ = ["READY_TEXT", "Engine", "EngineSpec", "EngineState"]

@@ -31,8 +31,8 @@ from typing import Any
 
 from kgserve.engine import Engine, EngineSpec
 from kgserve.engine_errors import EngineStartupError, NoEngineReady
-from kgserve.katago_cfg import CfgParseError, read_cfg
-from kgserve.protocol import Query
+from kgserve.katago.cfg import CfgParseError, read_cfg
+from kgserve.katago.protocol import Query
 from kgserve.querystream import QueryStream
 from kgserve.settings import Settings
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kgserve.protocol import Query
+from kgserve.katago.protocol import Query
 
 __all__ = ["Listener", "QueryStream", "StreamOwner"]
 

@@ -51,8 +51,8 @@ class ServerSettings(_Strict):
     auth_token_env: str | None = None
     grace_period_s: float = Field(30.0, ge=0)
     log_level: Literal["debug", "info", "warning", "error"] = "info"
-    docs: bool = True  # GET /docs (Swagger UI) and /openapi.json; false: both 404 (kgserve.apidocs)
-    # what a connection may do (kgserve.httpguard, docs/http-limits.md)
+    docs: bool = True  # GET /docs (Swagger UI) and /openapi.json; false: both 404 (kgserve.http.apidocs)
+    # what a connection may do (kgserve.http.httpguard, docs/http-limits.md)
     max_header_bytes: int = Field(16384, ge=1024, le=1 << 20)  # request line + headers
     header_timeout_s: float = Field(10.0, gt=0)  # connection open / first byte of a request -> headers complete
     body_timeout_s: float = Field(30.0, gt=0)  # headers complete -> body complete
@@ -122,7 +122,7 @@ class LimitsSettings(_Strict):
 
 
 class WebSocketSettings(_Strict):
-    """The KataGo-protocol WebSocket endpoint (kgserve.websocket)."""
+    """The KataGo-protocol WebSocket endpoint (kgserve.ws.websocket)."""
 
     enabled: bool = True
     path: str = Field("/ws", pattern=r"^/[A-Za-z0-9_./-]*$")
@@ -131,7 +131,7 @@ class WebSocketSettings(_Strict):
 
 
 class PrioritySettings(_Strict):
-    """Priority classes (kgserve.priority): interactive queries run before batch ones in KataGo's queue."""
+    """Priority classes (kgserve.http.priority): interactive queries run before batch ones in KataGo's queue."""
 
     classes: bool = True  # false: callers' `priority` goes to KataGo unchanged, class requests are ignored
     http_default: Literal["interactive", "batch"] = "batch"

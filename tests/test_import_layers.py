@@ -37,7 +37,7 @@ def test_a_forbidden_import_breaks_the_check(tmp_path: Path) -> None:
     for name in ("kgserve", "kgbench"):
         shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
-    protocol = tmp_path / "kgserve" / "protocol.py"
+    protocol = tmp_path / "kgserve" / "katago" / "protocol.py"
     protocol.write_text(protocol.read_text() + "\nimport kgbench.decide.selection  # noqa\n")
     selection = tmp_path / "kgbench" / "decide" / "selection.py"
     selection.write_text(selection.read_text() + "\nimport kgbench.sweep.state  # noqa\n")

@@ -1,6 +1,6 @@
 """kgbench's Hydra sweepers, named where Hydra looks for plugins (only classes defined under the `hydra_plugins`
 package may be instantiated as plugins). Hydra imports every module here at each start, so these stay thin and
-import the real sweepers (kgbench.sweep.optuna_sweeper pulls in Optuna, ~1 s) only when a sweep uses them."""
+import the real sweepers (kgbench.search.optuna_sweeper pulls in Optuna, ~1 s) only when a sweep uses them."""
 
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ class _Lazy(Sweeper):
 
 
 class OptunaSweeper(_Lazy):
-    """conf/hydra/sweeper/kgbench_optuna.yaml's target: kgbench.sweep.optuna_sweeper.OptunaSweeper."""
+    """conf/hydra/sweeper/kgbench_optuna.yaml's target: kgbench.search.optuna_sweeper.OptunaSweeper."""
 
-    _impl = ("kgbench.sweep.optuna_sweeper", "OptunaSweeper")
+    _impl = ("kgbench.search.optuna_sweeper", "OptunaSweeper")
 
 
 class GroupedSweeper(_Lazy):

@@ -29,8 +29,8 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from kgbench.load.types import LevelSummary
-from kgbench.sweep.space import SearchSpace, parse_space
-from kgbench.sweep.study import (
+from kgbench.search.space import SearchSpace, parse_space
+from kgbench.search.study import (
     FAILED_ATTR,
     PRUNER_ATTR,
     REUSED_ATTR,
@@ -42,7 +42,7 @@ from kgbench.sweep.study import (
     tell_job,
     trial_by_number,
 )
-from kgbench.sweep.trial import TrialLink
+from kgbench.search.trial import TrialLink
 from kgserve.sim.throughput import predict_throughput
 
 __all__ = ["SPACE", "SearchOutcome", "grid_configs", "main", "run_search", "true_value"]

@@ -34,7 +34,7 @@ from kgbench.load.generator import run_direct, run_load
 from kgbench.load.traffic import QuerySource
 from kgbench.load.types import LevelSummary, LoadResult, LoadSettings
 from kgbench.targets.pool import open_pool
-from kgserve.katago_cfg import read_cfg
+from kgserve.katago.cfg import read_cfg
 from kgserve.sim.throughput import predict_throughput
 
 BASE_LOAD = LoadSettings(

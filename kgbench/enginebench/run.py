@@ -46,7 +46,7 @@ from kgbench.enginebench.parse import (
     parse_benchmark_output,
     trt_cache_status,
 )
-from kgserve.katago_cfg import ANALYSIS_ONLY_KEYS, cfg_text
+from kgserve.katago.cfg import ANALYSIS_ONLY_KEYS, cfg_text
 
 __all__ = [
     "NOT_FOR_BENCHMARK",

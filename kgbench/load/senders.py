@@ -17,9 +17,9 @@ import aiohttp
 
 from kgbench.load.responses import Outcome, final_visits, outcome_from_response
 from kgbench.load.types import HttpTarget
-from kgserve.context import EngineClient
 from kgserve.engine_errors import EngineError
-from kgserve.protocol import Rejected, classify_line
+from kgserve.http.context import EngineClient
+from kgserve.katago.protocol import Rejected, classify_line
 
 __all__ = ["DirectSender", "HttpSender", "Sender"]
 

@@ -19,10 +19,10 @@ from kgbench.enginebench.run import EngineBenchError, run_engine_benchmark
 from kgbench.load.generator import run_load
 from kgbench.load.traffic import QuerySource
 from kgbench.load.types import HttpTarget, LevelHook, LoadResult, LoadSettings
+from kgbench.search.trial import TrialLink
 from kgbench.sweep.direct_job import via_direct
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.spec import Prepared, section
-from kgbench.sweep.trial import TrialLink
 from kgbench.targets.kgserve_process import (
     JobFailure,
     KgserveProcess,

@@ -16,7 +16,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from kgserve.katago_cfg import KNOWN_ANALYSIS_KEYS, cfg_text, format_value, is_known_key
+from kgserve.katago.cfg import KNOWN_ANALYSIS_KEYS, cfg_text, format_value, is_known_key
 
 __all__ = [
     "KGBENCH_KEYS",

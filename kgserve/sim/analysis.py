@@ -19,7 +19,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from kgserve.protocol import Query, Rejected, classify_line, dump_compact, strip_bom
+from kgserve.katago.protocol import Query, Rejected, classify_line, dump_compact, strip_bom
 from kgserve.sim.queries import Defaults, Request, error_for, parse_query
 from kgserve.sim.responses import no_results, render_analysis
 from kgserve.sim.startup import GIT_HASH, VERSION, Knobs, Log

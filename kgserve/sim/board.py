@@ -16,7 +16,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from kgserve.katago_rules import WHITESPACE, ascii_lower
+from kgserve.katago.rules import WHITESPACE, ascii_lower
 
 __all__ = [
     "BLACK",

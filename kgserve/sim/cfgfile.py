@@ -1,12 +1,12 @@
-"""The simulated engine's cfg: typed getters with KataGo's errors (the cfg format and keys: kgserve.katago_cfg)."""
+"""The simulated engine's cfg: typed getters with KataGo's errors (the cfg format and keys: kgserve.katago.cfg)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kgserve.katago_cfg import ALIASES, CfgParseError, is_known_key
-from kgserve.katago_cfg import parse_cfg_text as _parse
+from kgserve.katago.cfg import ALIASES, CfgParseError, is_known_key
+from kgserve.katago.cfg import parse_cfg_text as _parse
 
 __all__ = ["CfgError", "SimCfg", "load_cfg", "parse_cfg_text"]
 

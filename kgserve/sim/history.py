@@ -10,7 +10,7 @@ it, and so does a pass that takes the button).
 
 from __future__ import annotations
 
-from kgserve.katago_rules import Rules
+from kgserve.katago.rules import Rules
 from kgserve.sim.board import EMPTY, PASS, Board, opponent
 
 __all__ = ["Replay"]

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kgserve.katago_rules import WHITESPACE, ascii_lower, float32
+from kgserve.katago.rules import WHITESPACE, ascii_lower, float32
 from kgserve.sim.board import parse_player
 
 __all__ = ["Overridden", "OverrideError", "apply_overrides"]

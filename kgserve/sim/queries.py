@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kgserve._nlohmann import nlohmann_int
-from kgserve.katago_rules import float32, is_int_or_half_int, parse_rules, supported_rules
-from kgserve.protocol import dump_compact
+from kgserve.katago._nlohmann import nlohmann_int
+from kgserve.katago.protocol import dump_compact
+from kgserve.katago.rules import float32, is_int_or_half_int, parse_rules, supported_rules
 from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player
 from kgserve.sim.history import Replay
 from kgserve.sim.overrides import OverrideError, apply_overrides

@@ -1,6 +1,6 @@
 """Random Go games for the differential check: move lists rich in captures, suicides, ko and repetition.
 
-The board here is the generator's own, written independently of `kgserve.katago_rules` (a check that reused the
+The board here is the generator's own, written independently of `kgserve.katago.rules` (a check that reused the
 sim's board could not find the sim's board bugs). It only steers the random play towards interesting points
 (few liberties, recaptures, points just emptied); whether a move is legal is for the engines to say.
 """

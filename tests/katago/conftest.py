@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from kgbench.targets.kgserve_process import KgserveProcess
-from kgserve.katago_cfg import cfg_text
+from kgserve.katago.cfg import cfg_text
 from kgserve.settings import Settings, load_settings
 from tests.conftest import start_kgserve as start_kgserve_process
 from tests.kgserve.http.conftest import write_config

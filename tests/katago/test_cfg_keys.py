@@ -1,4 +1,4 @@
-"""kgserve.katago_cfg's key sets against a real KataGo: started with a cfg that mixes keys it reads and keys it
+"""kgserve.katago.cfg's key sets against a real KataGo: started with a cfg that mixes keys it reads and keys it
 does not, it warns `Unused key` for exactly the keys `is_known_key` rejects."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.katago_cfg import cfg_text, is_known_key
+from kgserve.katago.cfg import cfg_text, is_known_key
 from tests.katago.conftest import RealKatago
 
 _UNUSED = re.compile(r"Unused key '([^']+)'")

@@ -1,4 +1,4 @@
-"""kgserve.katago_cfg: which keys KataGo's analysis engine reads, and reading / writing cfg text.
+"""kgserve.katago.cfg: which keys KataGo's analysis engine reads, and reading / writing cfg text.
 
 The key sets are checked here against KataGo v1.17.2's recorded `Unused key` warning (tests/data), and in the
 real-KataGo tier (tests/katago/test_cfg_keys.py) against a live start-up.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.katago_cfg import (
+from kgserve.katago.cfg import (
     ALIASES,
     ANALYSIS_ONLY_KEYS,
     GTP_ONLY_KEYS,

@@ -18,7 +18,7 @@ from kgbench.enginebench.run import (
     run_engine_benchmark,
     trt_cache_status,
 )
-from kgserve.katago_cfg import parse_cfg_text
+from kgserve.katago.cfg import parse_cfg_text
 from tests.conftest import REFERENCE, REPO, SIM_MODEL
 
 RECORDED = REFERENCE / "benchmark" / "benchmark.stdout.log"

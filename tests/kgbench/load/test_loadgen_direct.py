@@ -15,7 +15,7 @@ from kgbench.load.senders import DirectSender
 from kgbench.load.traffic import QuerySource
 from kgbench.targets.pool import open_pool
 from kgserve.engine_errors import EngineDied, NoEngineReady
-from kgserve.protocol import Query
+from kgserve.katago.protocol import Query
 from kgserve.settings import load_settings
 
 

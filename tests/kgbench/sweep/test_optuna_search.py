@@ -11,9 +11,9 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 from kgbench.load.types import LevelSummary
-from kgbench.sweep.optuna_sweeper import rewrite_keys
-from kgbench.sweep.space import parse_space
-from kgbench.sweep.study import (
+from kgbench.search.optuna_sweeper import rewrite_keys
+from kgbench.search.space import parse_space
+from kgbench.search.study import (
     FAILED_ATTR,
     PRUNED_ATTR,
     REUSED_ATTR,
@@ -26,7 +26,7 @@ from kgbench.sweep.study import (
     tell_job,
     trial_by_number,
 )
-from kgbench.sweep.trial import TrialLink, trial_overrides
+from kgbench.search.trial import TrialLink, trial_overrides
 
 
 def test_space_from_sweep_overrides() -> None:

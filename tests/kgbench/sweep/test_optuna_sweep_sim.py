@@ -10,7 +10,7 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from kgbench.sweep.study import open_storage
+from kgbench.search.study import open_storage
 
 from .test_kgbench_cli import client_for, run_kgbench, runs_by_role
 

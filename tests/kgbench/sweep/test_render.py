@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kgbench.sweep.render import RenderError, katago_keys, render_cfg, suggest_key, thread_warning, validate_keys
-from kgserve.katago_cfg import KNOWN_ANALYSIS_KEYS
+from kgserve.katago.cfg import KNOWN_ANALYSIS_KEYS
 
 BASE = {
     "backend": "sim",

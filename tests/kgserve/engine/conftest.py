@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from kgserve.engine import EngineSpec
-from kgserve.protocol import Query, classify_line
+from kgserve.katago.protocol import Query, classify_line
 from kgserve.settings import Settings, load_settings
 from tests.conftest import REFERENCE, REPO
 

@@ -15,9 +15,9 @@ import pytest
 
 from kgserve.engine import READY_TEXT
 from kgserve.engine_errors import EngineDied
+from kgserve.katago.protocol import Query, classify_line, line_kind, locate_id
 from kgserve.pool import EnginePool
 from kgserve.procutil import pid_alive
-from kgserve.protocol import Query, classify_line, line_kind, locate_id
 from kgserve.settings import Settings
 from tests.conftest import analysis_query, sim_env
 

@@ -22,7 +22,7 @@ import uvicorn
 
 from kgserve.cli import bind_socket, uvicorn_config
 from kgserve.engine_errors import EngineDied
-from kgserve.protocol import Query
+from kgserve.katago.protocol import Query
 from kgserve.settings import Settings, load_settings
 from tests.conftest import REPO
 

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from kgserve.analysis import failure_text
 from kgserve.app import create_app
 from kgserve.engine_errors import EngineDied
-from kgserve.openapi import build_openapi
+from kgserve.http.analysis import failure_text
+from kgserve.http.openapi import build_openapi
 
 QUERY = b'{"id":"q","moves":[],"rules":"chinese","komi":7.5,"boardXSize":9,"boardYSize":9,"maxVisits":10}'
 TIGHT = {

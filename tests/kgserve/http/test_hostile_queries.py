@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from kgserve.limits import check_query
-from kgserve.protocol import Query, Rejected, classify_line, locate_id, restore_id
+from kgserve.http.limits import check_query
+from kgserve.katago.protocol import Query, Rejected, classify_line, locate_id, restore_id
 from kgserve.settings import LimitsSettings
 
 Q = '"moves":[["B","C3"],["W","D4"]],"rules":"chinese","komi":7.5,"boardXSize":9,"boardYSize":9,"maxVisits":10'

@@ -17,9 +17,9 @@ import httpx
 import pytest
 from openapi_spec_validator import validate
 
-from kgserve.apidocs import STATIC_FILES, swagger_dir
 from kgserve.app import create_app
-from kgserve.openapi import NDJSON, SAMPLE_NAME, build_openapi
+from kgserve.http.apidocs import STATIC_FILES, swagger_dir
+from kgserve.http.openapi import NDJSON, SAMPLE_NAME, build_openapi
 from tests.conftest import REPO, analysis_query
 
 SAMPLES = REPO / "assets" / "analysis"

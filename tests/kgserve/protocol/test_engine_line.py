@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from kgserve.limits import CheckedQuery, check_query
-from kgserve.protocol import Query, classify_line, engine_line
+from kgserve.http.limits import CheckedQuery, check_query
+from kgserve.katago.protocol import Query, classify_line, engine_line
 from kgserve.settings import LimitsSettings
 
 

@@ -1,4 +1,4 @@
-"""kgserve.priority: classes map onto KataGo priorities, interactive always above batch."""
+"""kgserve.http.priority: classes map onto KataGo priorities, interactive always above batch."""
 
 from __future__ import annotations
 
@@ -8,8 +8,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kgserve.priority import BAND, CLASS_OFFSET, PriorityClass, UnknownClass, apply_class, class_priority, parse_class
-from kgserve.protocol import Query, classify_line
+from kgserve.http.priority import (
+    BAND,
+    CLASS_OFFSET,
+    PriorityClass,
+    UnknownClass,
+    apply_class,
+    class_priority,
+    parse_class,
+)
+from kgserve.katago.protocol import Query, classify_line
 
 KATAGO_LIMIT = 0x3FFFFFFFFFFFFFFF  # KataGo refuses priorities beyond +-(2^62 - 1)
 

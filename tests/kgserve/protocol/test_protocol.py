@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.protocol import (
+from kgserve.katago.protocol import (
     Query,
     Rejected,
     classify_line,

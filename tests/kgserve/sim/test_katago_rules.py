@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kgserve.katago_rules import parse_rules
+from kgserve.katago.rules import parse_rules
 from kgserve.sim.board import OFF_BOARD, PASS, loc_to_str, parse_loc, parse_player
 from kgserve.sim.overrides import OverrideError, apply_overrides
 from kgserve.sim.queries import Defaults, Request, parse_query

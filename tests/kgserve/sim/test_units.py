@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kgserve.katago_cfg import KNOWN_ANALYSIS_KEYS, is_known_key
-from kgserve.katago_rules import Rules, parse_rules
+from kgserve.katago.cfg import KNOWN_ANALYSIS_KEYS, is_known_key
+from kgserve.katago.rules import Rules, parse_rules
 from kgserve.sim.board import BLACK, EMPTY, WHITE, parse_loc
 from kgserve.sim.cfgfile import parse_cfg_text
 from kgserve.sim.queries import Defaults, Request, parse_query

@@ -26,8 +26,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from kgserve.katago_rules import is_int_or_half_int, parse_rules
-from kgserve.protocol import VISITS_UNBOUNDED, Query, Rejected, error_line
+from kgserve.katago.protocol import VISITS_UNBOUNDED, Query, Rejected, error_line
+from kgserve.katago.rules import is_int_or_half_int, parse_rules
 from kgserve.settings import LimitsSettings
 
 __all__ = [

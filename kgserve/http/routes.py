@@ -1,4 +1,4 @@
-"""kgserve's routes; thin: the work is in kgserve.intake / kgserve.analysis / kgserve.readiness.
+"""kgserve's routes; thin: the work is in kgserve.http.intake / kgserve.http.analysis / kgserve.http.readiness.
 
 POST /analysis is normally taken before the router (kgserve.app.KgserveApp); the route here serves the
 same endpoint to a caller that mounts the router alone, and answers 405 for other methods."""
@@ -9,11 +9,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from kgserve.auth import TokenAuth
-from kgserve.context import ServeContext
-from kgserve.intake import AnalysisEndpoint
-from kgserve.metrics import CONTENT_TYPE_LATEST, Metrics
-from kgserve.readiness import readiness
+from kgserve.http.auth import TokenAuth
+from kgserve.http.context import ServeContext
+from kgserve.http.intake import AnalysisEndpoint
+from kgserve.http.metrics import CONTENT_TYPE_LATEST, Metrics
+from kgserve.http.readiness import readiness
 
 __all__ = ["router"]
 

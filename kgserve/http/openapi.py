@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from kgserve import __version__
-from kgserve.httpguard import body_timeout_text
-from kgserve.protocol import error_line
+from kgserve.http.httpguard import body_timeout_text
+from kgserve.katago.protocol import error_line
 from kgserve.settings import PROJECT_ROOT, Settings
 
 __all__ = ["NDJSON", "SAMPLE_NAME", "build_openapi", "load_sample"]

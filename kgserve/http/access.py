@@ -2,7 +2,7 @@
 
 - `X-Request-ID`: a client's value is kept when it is 1 to 128 of `A-Z a-z 0-9 . _ : -` and returned;
   otherwise kgserve makes one. Routes find it in `request.state.request_id`.
-- Auth (see kgserve.auth): 401 with `WWW-Authenticate: Bearer` before the route runs.
+- Auth (see kgserve.http.auth): 401 with `WWW-Authenticate: Bearer` before the route runs.
 - One log line per request, at its very end (after the last body byte, or the disconnect):
   `request id=... POST /analysis status=200 outcome=ok latency_ms=... [queries=N] [detail=...]`.
   The route may set `request.state.outcome` (e.g. deadline, disconnect, engine_died) and `.log_extra`;
@@ -22,8 +22,8 @@ from urllib.parse import quote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kgserve.auth import TokenAuth
-from kgserve.metrics import Metrics
+from kgserve.http.auth import TokenAuth
+from kgserve.http.metrics import Metrics
 
 __all__ = ["AccessMiddleware", "log_safe", "outcome_for_status", "request_id"]
 

@@ -16,7 +16,7 @@ import optuna
 from omegaconf import DictConfig
 
 from kgbench.load.types import LevelSummary
-from kgbench.sweep.study import PRUNED_ATTR, SearchError, open_study, trial_by_number
+from kgbench.search.study import PRUNED_ATTR, SearchError, open_study, trial_by_number
 
 __all__ = ["PRUNED_ATTR", "TrialLink", "trial_overrides"]
 

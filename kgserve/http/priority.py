@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal, get_args
 
-from kgserve.protocol import Query
+from kgserve.katago.protocol import Query
 
 __all__ = ["BAND", "CLASS_OFFSET", "PriorityClass", "UnknownClass", "apply_class", "class_priority", "parse_class"]
 

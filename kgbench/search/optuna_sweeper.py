@@ -5,7 +5,7 @@
 Each round the sweeper asks the study for ``n_jobs`` trials, turns their parameters into Hydra overrides, launches
 them with the configured launcher and tells the study each job's return value (the job's req/s). Each job also gets
 ``++search.journal=... ++search.study=... ++search.trial=N``: it opens its own trial in the journal and reports an
-intermediate value after every concurrency level (kgbench.sweep.trial), so the pruner can stop a poor config before
+intermediate value after every concurrency level (kgbench.search.trial), so the pruner can stop a poor config before
 its last level; a job that was stopped that way is told as PRUNED.
 
 The study is persistent (``journal``, ``study_name``): running the same command again, or on other nodes with the
@@ -34,8 +34,8 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
-from kgbench.sweep.space import SearchSpace, parse_space
-from kgbench.sweep.study import (
+from kgbench.search.space import SearchSpace, parse_space
+from kgbench.search.study import (
     PRUNER_ATTR,
     SearchError,
     make_pruner,
@@ -44,7 +44,7 @@ from kgbench.sweep.study import (
     reuse_earlier,
     tell_job,
 )
-from kgbench.sweep.trial import trial_overrides
+from kgbench.search.trial import trial_overrides
 
 __all__ = ["OptunaSweeper", "rewrite_keys"]
 

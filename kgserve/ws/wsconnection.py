@@ -1,7 +1,7 @@
 """One WebSocket connection's queries: intake, actions, the engine streams, and the bounded send side.
 
-The rules a client sees are in kgserve.websocket; the per-query checks are the ones POST /analysis uses
-(kgserve.intake.classify_safely, kgserve.limits.check_query, kgserve.priority.apply_class), except that
+The rules a client sees are in kgserve.ws.websocket; the per-query checks are the ones POST /analysis uses
+(kgserve.http.intake.classify_safely, kgserve.http.limits.check_query, kgserve.http.priority.apply_class), except that
 visits over the cap are always clamped, with a warning line.
 """
 
@@ -16,13 +16,13 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from kgserve.analysis import failure_text
-from kgserve.context import ServeContext
-from kgserve.intake import classify_safely
-from kgserve.limits import CheckedQuery, check_query, search_visits
-from kgserve.metrics import Metrics
-from kgserve.priority import PriorityClass, apply_class
-from kgserve.protocol import KNOWN_ACTIONS, Query, Rejected, dump_compact, error_line, split_body
+from kgserve.http.analysis import failure_text
+from kgserve.http.context import ServeContext
+from kgserve.http.intake import classify_safely
+from kgserve.http.limits import CheckedQuery, check_query, search_visits
+from kgserve.http.metrics import Metrics
+from kgserve.http.priority import PriorityClass, apply_class
+from kgserve.katago.protocol import KNOWN_ACTIONS, Query, Rejected, dump_compact, error_line, split_body
 
 __all__ = ["ACTIONS", "Connection"]
 

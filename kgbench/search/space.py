@@ -24,7 +24,7 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from kgbench.sweep.study import SearchError
+from kgbench.search.study import SearchError
 
 __all__ = ["SearchSpace", "distribution", "parse_space"]
 

@@ -1,7 +1,7 @@
 """KataGo's analysis protocol over a WebSocket (default path /ws), as KaTrain's remote engine speaks it.
 
 - Handshake: the bearer token as `Authorization: Bearer <token>` or as a `token` query parameter
-  (never logged, see kgserve.logredact); a wrong or missing one gets HTTP 401 instead of the upgrade.
+  (never logged, see kgserve.http.logredact); a wrong or missing one gets HTTP 401 instead of the upgrade.
   `priority_class=interactive|batch` picks the connection's class (default: priority.websocket_default);
   an unknown class gets HTTP 400.
 - Each text (or binary) message is one JSON query or JSON lines, read as POST /analysis reads a body; a
@@ -31,11 +31,11 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from kgserve.auth import TokenAuth
-from kgserve.context import ServeContext
-from kgserve.metrics import Metrics
-from kgserve.priority import PriorityClass, UnknownClass, parse_class
-from kgserve.wsconnection import Connection
+from kgserve.http.auth import TokenAuth
+from kgserve.http.context import ServeContext
+from kgserve.http.metrics import Metrics
+from kgserve.http.priority import PriorityClass, UnknownClass, parse_class
+from kgserve.ws.wsconnection import Connection
 
 __all__ = ["websocket_endpoint"]
 

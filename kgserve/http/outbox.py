@@ -1,6 +1,6 @@
 """The part of one streamed response its client has not taken yet: bounded, and never awaited by the exchange.
 
-The request's event loop (kgserve.analysis) never awaits a send, so a client that stops reading cannot
+The request's event loop (kgserve.http.analysis) never awaits a send, so a client that stops reading cannot
 hold back its deadline, its disconnect or its terminates: the loop puts ASGI messages here and goes on.
 What was put during one event-loop turn goes out at the end of that turn as one message (so a response
 complete within a turn, the common case, is sent whole with a Content-Length, like a plain response).

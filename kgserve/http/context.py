@@ -8,8 +8,8 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kgserve.limits import Admission
-from kgserve.protocol import Query
+from kgserve.http.limits import Admission
+from kgserve.katago.protocol import Query
 from kgserve.settings import Settings
 
 __all__ = ["EngineClient", "ServeContext"]

@@ -40,12 +40,12 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from kgserve.context import EngineClient
 from kgserve.engine_errors import EngineDied
-from kgserve.httpguard import abort_connection, on_disconnect
-from kgserve.limits import Admission
-from kgserve.outbox import Outbox
-from kgserve.protocol import Query, dump_compact, error_line, line_kind, locate_id
+from kgserve.http.context import EngineClient
+from kgserve.http.httpguard import abort_connection, on_disconnect
+from kgserve.http.limits import Admission
+from kgserve.http.outbox import Outbox
+from kgserve.katago.protocol import Query, dump_compact, error_line, line_kind, locate_id
 from kgserve.querystream import Listener
 
 __all__ = [
@@ -121,7 +121,7 @@ class AnalysisResponse(Response):
         self._cancelled = False
         self._released = False
 
-    # -- sending: never awaited by the exchange (kgserve.outbox) --------------------------------------------
+    # -- sending: never awaited by the exchange (kgserve.http.outbox) --------------------------------------------
     def _start(self, status: int) -> None:
         assert self._outbox is not None
         self._status = status

@@ -15,11 +15,11 @@ is a protocol class for uvicorn.Config(http=...) that:
   on a blocked send any more;
 - offers the app `scope["extensions"]["kgserve.connection"]["abort"]`, to drop a client at once, and
   `["on_disconnect"]`, to be called back when the client goes (instead of a task awaiting receive());
-- lets go of a connection upgraded to a WebSocket (its timers are cancelled: kgserve.websocket has its own
+- lets go of a connection upgraded to a WebSocket (its timers are cancelled: kgserve.ws.websocket has its own
   bounds).
 
 Idle keep-alive connections are closed by uvicorn after `keep_alive_timeout_s`. (h11 would add its own
-header bound and HTTP/1.0 framing, but costs about 140 µs more CPU per request: kgserve.analysis frames
+header bound and HTTP/1.0 framing, but costs about 140 µs more CPU per request: kgserve.http.analysis frames
 HTTP/1.0 responses itself.)
 """
 
@@ -97,7 +97,7 @@ def _body_timeout_message(seconds: float) -> str:
 
 
 def body_timeout_text(server: ServerSettings) -> str:
-    """The 408 body a client gets when its request body is late (documented in kgserve.openapi)."""
+    """The 408 body a client gets when its request body is late (documented in kgserve.http.openapi)."""
     return _body_timeout_message(server.body_timeout_s)
 
 
@@ -232,7 +232,7 @@ class GuardedProtocol(HttpToolsProtocol):
             self._disarm()  # its body is complete: from here the request's own deadline governs
 
     def handle_websocket_upgrade(self) -> None:
-        # the connection belongs to the WebSocket protocol from here (kgserve.websocket bounds its own sends):
+        # the connection belongs to the WebSocket protocol from here (kgserve.ws.websocket bounds its own sends):
         # a header timer still armed would close a long-lived, mostly idle connection (KaTrain's)
         self._disarm()
         if self._stall_timer is not None:

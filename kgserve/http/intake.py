@@ -1,7 +1,7 @@
 """From an HTTP request to the response for POST /analysis: read, split, classify, cap, admit.
 
-Everything refused here is refused before the engine sees a byte (see kgserve.limits and
-kgserve.analysis for what the client gets). `AnalysisEndpoint` is the route as a plain ASGI app: the
+Everything refused here is refused before the engine sees a byte (see kgserve.http.limits and
+kgserve.http.analysis for what the client gets). `AnalysisEndpoint` is the route as a plain ASGI app: the
 hot path reads the raw ASGI scope (no Request object, no routing or dependency layer; kgserve.app puts
 it in front of the FastAPI app's own stack).
 """
@@ -14,9 +14,9 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from kgserve.analysis import AnalysisResponse, plain_ndjson, refusal
-from kgserve.context import ServeContext
-from kgserve.limits import (
+from kgserve.http.analysis import AnalysisResponse, plain_ndjson, refusal
+from kgserve.http.context import ServeContext
+from kgserve.http.limits import (
     BadRequestHeader,
     BodyTooLarge,
     CheckedQuery,
@@ -25,8 +25,8 @@ from kgserve.limits import (
     deadline_seconds,
     read_limited,
 )
-from kgserve.priority import UnknownClass, apply_class, parse_class
-from kgserve.protocol import Query, Rejected, classify_line, error_line, split_body
+from kgserve.http.priority import UnknownClass, apply_class, parse_class
+from kgserve.katago.protocol import Query, Rejected, classify_line, error_line, split_body
 
 __all__ = ["RETRY_AFTER_S", "AnalysisEndpoint", "classify_safely", "handle_analysis"]
 
@@ -90,7 +90,7 @@ async def handle_analysis(scope: Scope, receive: Receive, ctx: ServeContext) -> 
     except BodyTooLarge as exc:
         return refusal(413, f"kgserve: {exc} (limits.max_body_bytes)")
     except ClientGone:
-        # gone before its body arrived (or cut by server.body_timeout_s, kgserve.httpguard): nothing to answer
+        # gone before its body arrived (or cut by server.body_timeout_s, kgserve.http.httpguard): nothing to answer
         state["outcome"] = "body_timeout" if state.get("kgserve_timeout") == "body" else "disconnect"
         return Response(status_code=400)
     lines = split_body(body)

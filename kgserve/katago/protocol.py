@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring as _encode_string
 from typing import Any, Literal
 
-from kgserve._nlohmann import nlohmann_error, nlohmann_int
+from kgserve.katago._nlohmann import nlohmann_error, nlohmann_int
 
 __all__ = [
     "ANALYSIS_ONLY_ERROR",
@@ -57,7 +57,7 @@ class Query:
     caller_id: str
     body: dict[str, Any]
     expected_finals: int  # one isDuringSearch:false line per distinct analysed turn
-    visits: int | None  # the search's visit bound as KataGo will read it (kgserve.protocol.query_visits)
+    visits: int | None  # the search's visit bound as KataGo will read it (kgserve.katago.protocol.query_visits)
     # the request line as the client sent it (one line of compact or spaced JSON, no BOM), when the engine
     # can take it as it is; None when the body changed (a clamp) or the query was pretty-printed over lines
     raw: bytes | None = None

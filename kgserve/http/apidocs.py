@@ -3,7 +3,7 @@
 The page loads Swagger UI from the `swagger-ui-bundle` package, served by kgserve itself under
 /docs/static/: nothing comes from a CDN, so the page works on a cluster node without internet access.
 Without that package /docs is a plain page that links the document. Plain Starlette routes: they do not
-depend on how /analysis is implemented (kgserve.openapi builds the document by hand).
+depend on how /analysis is implemented (kgserve.http.openapi builds the document by hand).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from kgserve.openapi import build_openapi
+from kgserve.http.openapi import build_openapi
 from kgserve.settings import Settings
 
 try:
