@@ -1,4 +1,4 @@
-"""kgserve: KataGo's analysis engine over HTTP, byte for byte (see README, "kgserve").
+"""kgserve: KataGo's analysis engine over HTTP, byte for byte (docs/http-api.md).
 
 The public surface, imported lazily so that `import kgserve` stays light (no web framework, no engine,
 and never mlflow):

@@ -1,6 +1,6 @@
 """POST /analysis: one request's queries, from the body to the last streamed line.
 
-What the client sees (also in the README's HTTP section):
+What the client sees (also in docs/http-api.md):
 
 - The body is what one would pipe into `katago analysis`: one JSON query (compact or pretty-printed) or
   JSON lines. Lines KataGo would answer without an id (not JSON, not an object, no string id, an unknown

@@ -93,7 +93,7 @@ verify() {
     if [ "$digest" != "$pinned" ]; then
       mv -f "$dest" "$dest.bad"
       kg_die "sha256 mismatch for $(basename "$dest"): got $digest, pinned $pinned ($key in $KG_CONFIG);
-  moved it to $dest.bad. Re-pin only if the upstream file really changed (see README, Re-pinning KataGo)."
+  moved it to $dest.bad. Re-pin only if the upstream file really changed (see docs/runbook.md, Re-pinning KataGo)."
     fi
     kg_log "sha256 ok ($digest)"
   else

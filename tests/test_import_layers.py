@@ -13,7 +13,8 @@ import sys
 import tomllib
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO
+
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 PROJECT = {"kgserve", "kgbench"}
 

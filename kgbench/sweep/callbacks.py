@@ -12,6 +12,7 @@ import os
 import sys
 import tempfile
 import uuid
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -46,15 +47,20 @@ def display_overrides(overrides: list[str]) -> str:
     return " ".join(item.removeprefix("++") for item in overrides if not item.startswith("++search."))
 
 
-def count_jobs(overrides: list[str]) -> int | None:
-    """Jobs the basic sweeper makes of these overrides (the product of the sweeps' lengths)."""
+def count_jobs(overrides: list[str], params: Mapping[str, Any] | None = None) -> int | None:
+    """Jobs a grid sweeper makes of its `params` (an experiment's sweep) and these overrides.
+
+    As in Hydra's BasicSweeper (kgbench's grid sweeper only reorders its jobs): the params come first, a key given
+    again on the command line replaces its entry, and the job count is the product of the sweeps' lengths.
+    """
     try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-        total = 1
+        params_lines = [f"{key}={value}" for key, value in (params or {}).items()]
+        parsed = OverridesParser.create().parse_overrides([*params_lines, *overrides])
+        lengths: dict[str, int] = {}
         for override in parsed:
-            if override.is_sweep_override():
-                total *= len(list(override.sweep_string_iterator()))
-        return total
+            sweep = override.is_sweep_override()
+            lengths[override.get_key_element()] = len(list(override.sweep_string_iterator())) if sweep else 1
+        return math.prod(lengths.values())
     except Exception:
         return None
 
@@ -74,7 +80,11 @@ class KgbenchCallback(Callback):
             overrides = list(config.hydra.overrides.task)
             sweeper = str(config.hydra.sweeper.get("_target_", ""))
             grid = "BasicSweeper" in sweeper or "GroupedSweeper" in sweeper
-            jobs = count_jobs(overrides) if grid else config.hydra.sweeper.get("n_trials")
+            jobs = (
+                count_jobs(overrides, config.hydra.sweeper.get("params"))
+                if grid
+                else config.hydra.sweeper.get("n_trials")
+            )
             sweep_id = f"{datetime.now(UTC):%Y-%m-%d_%H-%M-%S}-{uuid.uuid4().hex[:6]}"
             os.environ[ENV_SWEEP] = sweep_id
             if jobs:

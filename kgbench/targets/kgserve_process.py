@@ -1,6 +1,9 @@
 """kgserve as a subprocess of a kgbench job: start on a free loopback port, wait for /readyz, stop with
 SIGTERM, and read the engines' exit statistics (`engine[i] stderr: NN rows: N` ...) from its log.
 
+The one kgserve-process helper: kgbench jobs, the benchmark scripts (kgbench/bench) and the tests all start
+kgserve through it.
+
 kgserve's stdout and stderr go (merged) to one log file, read line by line as they come, so the port, an
 `Unused key` warning and a start-up failure are seen at once.
 """
@@ -18,9 +21,11 @@ import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+import psutil
 
 __all__ = ["JobFailure", "KgserveProcess", "find_unused_keys", "parse_nn_stats", "unused_key_reason"]
 
@@ -66,12 +71,21 @@ def parse_nn_stats(text: str) -> dict[str, float]:
 
 
 class KgserveProcess:
-    """`python -m kgserve --config CONFIG --port 0`, logging to `log_path`."""
+    """`python -m kgserve --config CONFIG --port 0 [ARGS]` in `cwd` (default: ours), logging to `log_path`."""
 
-    def __init__(self, config_path: Path, log_path: Path, env: Mapping[str, str] | None = None) -> None:
-        self.argv = [sys.executable, "-m", "kgserve", "--config", str(config_path), "--port", "0"]
+    def __init__(
+        self,
+        config_path: Path,
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+        *,
+        args: Sequence[str] = (),
+        cwd: Path | None = None,
+    ) -> None:
+        self.argv = [sys.executable, "-m", "kgserve", "--config", str(config_path), "--port", "0", *args]
         self.log_path = log_path
         self.env = {**os.environ, **(env or {})}
+        self.cwd = cwd
         self.url: str | None = None
         self.unused_keys: list[str] = []
         self.proc: subprocess.Popen[bytes] | None = None
@@ -84,7 +98,12 @@ class KgserveProcess:
     def start(self) -> None:
         self._log = self.log_path.open("w", encoding="utf-8")
         self.proc = subprocess.Popen(
-            self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=self.env
+            self.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            cwd=self.cwd,
         )
         self._reader = threading.Thread(target=self._read, name="kgserve-log", daemon=True)
         self._reader.start()
@@ -106,6 +125,36 @@ class KgserveProcess:
         with self._lock:
             return "\n".join(self._lines)
 
+    def lines(self) -> list[str]:
+        """The log lines so far (the last MAX_LINES of them)."""
+        with self._lock:
+            return list(self._lines)
+
+    def child_pids(self) -> list[int]:
+        """Pids of kgserve's live child processes (its engines), from the process table, not from kgserve."""
+        assert self.proc is not None
+        try:
+            return [child.pid for child in psutil.Process(self.proc.pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+    def wait_listening(self, timeout_s: float = 60.0) -> str:
+        """Block until kgserve logs its address and return it. Raises JobFailure when kgserve exits first or
+        `timeout_s` passes."""
+        assert self.proc is not None
+        deadline = time.monotonic() + timeout_s
+        while self.url is None:
+            code = self.proc.poll()
+            if code is not None:
+                self._join_reader()
+                if self.url is not None:
+                    break
+                raise JobFailure(self._startup_reason(code))
+            if time.monotonic() > deadline:
+                raise JobFailure(f"kgserve did not log its address within {timeout_s:g} s")
+            time.sleep(0.05)
+        return self.url
+
     def _startup_reason(self, code: int) -> str:
         lines = [ln.strip() for ln in self.text().splitlines() if ln.strip()]
         cannot = next((ln for ln in lines if "cannot start" in ln or "Error" in ln), None)
@@ -113,7 +162,7 @@ class KgserveProcess:
         return f"kgserve exited with status {code} before it was ready: {last}"
 
     def wait_ready(
-        self, timeout_s: float, note: Callable[[str], None] | None = None, note_every_s: float = 30.0
+        self, timeout_s: float = 60.0, note: Callable[[str], None] | None = None, note_every_s: float = 30.0
     ) -> tuple[float, dict[str, Any]]:
         """Block until /readyz says ready; returns (seconds since start, the /readyz JSON).
         Raises JobFailure when kgserve exits, an engine warns `Unused key`, an engine keeps failing to start,

@@ -1,4 +1,4 @@
-"""MLflow tracking for kgbench (the schema in the README): a parent run per multirun, a child run per job.
+"""MLflow tracking for kgbench (the schema in docs/kgbench.md): a parent run per multirun, a child run per job.
 
 The store is MLFLOW_TRACKING_URI when set, else `sqlite:///<repo>/mlflow.db` with artifacts under
 `<repo>/mlruns`, which is what a bare `mlflow ui` in the repository root reads. Only kgbench imports

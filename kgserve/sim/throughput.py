@@ -28,7 +28,7 @@ GPU steady state for `active` searches, each with T = numSearchThreadsPerAnalysi
 simulation (`analysis.py`) advances each active search at `steady_state(...).visits_per_search` and reserves
 device time on a device shared by all sims with the same KGSERVE_SIM_DEVICE (`SharedDevice`), so several
 processes on one simulated GPU slow each other down once their summed busy fraction passes 100%. It stays within
-about 15% of `predict_throughput` (tests/sim/test_throughput.py).
+about 15% of `predict_throughput` (tests/kgserve/sim/test_throughput.py).
 
 Environment knobs: KGSERVE_SIM_SPEED (simulated seconds per wall second), KGSERVE_SIM_SEED (numbers),
 KGSERVE_SIM_DEVICE (shared device name, "private" = unshared), KGSERVE_SIM_FIXED_RPS (skip this model: a fixed

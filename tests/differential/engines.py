@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.conftest import REPO, SIM_MODEL
+
 __all__ = ["CFG_TEXT", "EngineSpec", "katago_spec", "run_lines", "sim_spec"]
 
-REPO = Path(__file__).resolve().parents[2]
-SIM_MODEL = REPO / "assets" / "sim" / "kgsim-b40c768.bin.gz"
 # small and fast: the queries ask for 1-4 visits; the default (no maxVisits in the query) is 2
 CFG_TEXT = """\
 logDir = {log_dir}

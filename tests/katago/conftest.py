@@ -18,9 +18,11 @@ from typing import Any
 
 import pytest
 
+from kgbench.targets.kgserve_process import KgserveProcess
 from kgserve.katago_cfg import cfg_text
 from kgserve.settings import Settings, load_settings
-from tests.http.conftest import KgserveProcess, write_config
+from tests.conftest import start_kgserve as start_kgserve_process
+from tests.kgserve.http.conftest import write_config
 
 BIN_ENV = "KGBENCH_KATAGO_BIN"
 MODEL_ENV = "KGBENCH_KATAGO_MODEL"
@@ -102,7 +104,7 @@ def tier_config(
 ) -> Path:
     """runtime/config.yaml in `directory` serving the real engine (backend eigen) with the tier's cfg.
 
-    `cfg` overrides analysis-cfg keys; `sections` are merged into the config as tests/http's write_config does
+    `cfg` overrides analysis-cfg keys; `sections` are merged into the config as tests/kgserve/http's write_config does
     (e.g. `limits={"max_visits": 10**7}`)."""
     cfg_path = write_tier_cfg(directory, cfg)
     engine = {
@@ -129,7 +131,7 @@ def tier_settings(directory: Path, katago: RealKatago, **kwargs: Any) -> Setting
 
 def start_kgserve(config: Path, timeout: float = 90.0) -> KgserveProcess:
     """`python -m kgserve --config CONFIG --port 0`, listening and ready (the caller stops it)."""
-    process = KgserveProcess(config)
+    process = start_kgserve_process(config)
     try:
         process.wait_listening(timeout)
         process.wait_ready(timeout)

@@ -15,10 +15,15 @@ from pathlib import Path
 import pytest
 
 from kgserve.pool import EnginePool
-from tests.engine import test_sim as sim_tests
-from tests.engine.conftest import make_query
-from tests.engine.test_sim import SLOW, check_close_terminates_running_queries, check_missing_model_crash_loop, kinds
 from tests.katago.conftest import RealKatago, tier_settings
+from tests.kgserve.engine import test_sim as sim_tests
+from tests.kgserve.engine.conftest import make_query
+from tests.kgserve.engine.test_sim import (
+    SLOW,
+    check_close_terminates_running_queries,
+    check_missing_model_crash_loop,
+    kinds,
+)
 
 pytestmark = pytest.mark.katago
 

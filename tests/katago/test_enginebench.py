@@ -1,5 +1,5 @@
 """mode=engine against the real engine: kgbench renders the GTP-style benchmark cfg, runs a real
-`katago benchmark` and parses what it printed (tests/kgbench/test_enginebench.py parses a recording of it),
+`katago benchmark` and parses what it printed (tests/kgbench/enginebench/test_enginebench.py parses a recording of it),
 directly and through `python -m kgbench mode=engine` into MLflow."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from kgbench.enginebench.parse import parse_benchmark_output
 from kgbench.enginebench.run import run_engine_benchmark
 from tests.katago.conftest import TIER_CFG, RealKatago, tier_config
-from tests.kgbench.test_kgbench_cli import client_for, run_kgbench, runs_by_role
+from tests.kgbench.sweep.test_kgbench_cli import client_for, run_kgbench, runs_by_role
 
 pytestmark = [pytest.mark.katago, pytest.mark.slow]
 

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.katago.conftest import BIN_ENV, MODEL_ENV, SKIP_REASON, katago_from_env
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_unset_means_off_and_half_set_is_an_error(tmp_path: Path) -> None:

@@ -1,6 +1,6 @@
 """Issue 12's hostile-but-valid queries with the real KataGo behind `python -m kgserve` (backend eigen): an
 escaped id, a BOM, analyzeTurns as KataGo converts it, the visits cap through overrideSettings and a
-non-string action. The checks are tests/http/test_hostile_queries.py's, run against the real engine."""
+non-string action. The checks are tests/kgserve/http/test_hostile_queries.py's, run against the real engine."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.http import test_hostile_queries as sim_tests
 from tests.katago.conftest import RealKatago, start_kgserve, tier_config
+from tests.kgserve.http import test_hostile_queries as sim_tests
 
 pytestmark = pytest.mark.katago
 

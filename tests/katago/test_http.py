@@ -1,4 +1,4 @@
-"""POST /analysis with the real KataGo behind `python -m kgserve` (backend eigen): what tests/http checks on the
+"""POST /analysis with the real KataGo behind `python -m kgserve` (backend eigen): what tests/kgserve/http checks on the
 simulated engine, where a real engine can answer it in seconds.
 
 Where a sim test holds for any engine, it runs here as is, against this module's `server` fixture; the others
@@ -12,23 +12,21 @@ import json
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.http import test_sim_http as sim_tests
-from tests.http.test_sim_faults import metric
-from tests.http.test_sim_http import ERRORS_IN, check_concurrent_requests, check_partial_lines, post
+from tests.conftest import REPO, analysis_query
 from tests.katago.conftest import TIER_CFG, RealKatago, start_kgserve, tier_config
-from tests.sim.test_protocol import _shape
+from tests.kgserve.http import test_sim_http as sim_tests
+from tests.kgserve.http.test_sim_faults import metric
+from tests.kgserve.http.test_sim_http import ERRORS_IN, check_concurrent_requests, check_partial_lines, post
+from tests.kgserve.sim.test_protocol import _shape
 
 pytestmark = pytest.mark.katago
 
-REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "assets" / "analysis"
-BASE = {"rules": "chinese", "komi": 7.5, "boardXSize": 19, "boardYSize": 19}
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +117,7 @@ def test_client_disconnect_terminates_the_real_searches(server: Any) -> None:
     count = int(str(TIER_CFG["numAnalysisThreads"])) + 2
     sockets = []
     for k in range(count):
-        body = json.dumps({"id": f"long{k}", "moves": [], "maxVisits": 5_000_000, **BASE}).encode()
+        body = json.dumps(analysis_query(f"long{k}", max_visits=5_000_000)).encode()
         sock = socket.create_connection(("127.0.0.1", port))
         sock.sendall(b"POST /analysis HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
         sockets.append(sock)
@@ -129,7 +127,7 @@ def test_client_disconnect_terminates_the_real_searches(server: Any) -> None:
             time.sleep(0.05)
         assert metric(server.url, "kgserve_inflight_queries") == count
         # the setup has teeth: while they run, a short query waits in KataGo's queue until its deadline cuts it
-        short = json.dumps({"id": "short", "moves": [["B", "Q4"]], "maxVisits": 20, **BASE}).encode()
+        short = json.dumps(analysis_query("short", moves=[["B", "Q4"]], max_visits=20)).encode()
         blocked = post(server.url, short, **{"X-Deadline-Ms": "1500"})
         assert blocked.headers.get("x-deadline-exceeded") == "true", blocked.text
         assert json.loads(blocked.content).get("noResults") is True, blocked.text
@@ -145,4 +143,4 @@ def test_client_disconnect_terminates_the_real_searches(server: Any) -> None:
     assert after.status_code == 200, after.text
     line = json.loads(after.content)
     assert line["id"] == "short" and line["rootInfo"]["visits"] == 20
-    assert any("outcome=disconnect" in entry for entry in server.stderr), "\n".join(server.stderr[-20:])
+    assert any("outcome=disconnect" in entry for entry in server.lines()), "\n".join(server.lines()[-20:])

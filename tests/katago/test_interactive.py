@@ -14,11 +14,11 @@ import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
+from tests.conftest import analysis_query
 from tests.katago.conftest import RealKatago, start_kgserve, tier_config
 
 pytestmark = pytest.mark.katago
 
-BASE = {"rules": "chinese", "komi": 7.5, "boardXSize": 19, "boardYSize": 19}
 MOVES = [["B", "Q16"], ["W", "D4"], ["B", "Q4"]]
 WAIT_S = 120.0
 
@@ -37,7 +37,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, real_katago: RealKatago) ->
 
 
 def query(caller_id: str, visits: int, **extra: Any) -> dict[str, Any]:
-    return {"id": caller_id, **BASE, "moves": MOVES, "maxVisits": visits, **extra}
+    return analysis_query(caller_id, moves=MOVES, max_visits=visits, **extra)
 
 
 async def final_of(ws: ClientConnection, caller_id: str) -> list[dict[str, Any]]:
@@ -46,6 +46,21 @@ async def final_of(ws: ClientConnection, caller_id: str) -> list[dict[str, Any]]
         while not (lines and lines[-1].get("id") == caller_id and lines[-1].get("isDuringSearch") is False):
             lines.append(json.loads(await ws.recv()))
     return lines
+
+
+async def _until_sent_to_engine(client: httpx.AsyncClient, visits: int) -> None:
+    """Wait until kgserve has handed the engine queries worth `visits` (fixed sleeps lose on a loaded machine)."""
+    async with asyncio.timeout(WAIT_S):
+        while True:
+            text = (await client.get("/metrics")).text
+            sent = sum(
+                float(line.rsplit(" ", 1)[1])
+                for line in text.splitlines()
+                if line.startswith("kgserve_engine_outstanding_visits{")
+            )
+            if sent >= visits:
+                return
+            await asyncio.sleep(0.05)
 
 
 async def test_an_interactive_query_overtakes_queued_batch_work(server: Any) -> None:
@@ -71,7 +86,8 @@ async def test_an_interactive_query_overtakes_queued_batch_work(server: Any) -> 
                 queued.append(asyncio.create_task(batch(f"batch{index}")))
                 await asyncio.sleep(0.3)  # in KataGo's queue, in this order
             await user.send(json.dumps(query("interactive", 20)))  # interactive: the WebSocket's default
-            await asyncio.sleep(0.3)
+            await _until_sent_to_engine(client, 100_000 + 3 * 20)
+            await asyncio.sleep(0.5)  # kgserve wrote them to KataGo's stdin: give its reader thread time to queue them
             await holder.send(json.dumps({"id": "stop", "action": "terminate", "terminateId": "busy"}))
             await final_of(user, "interactive")
             finished.append("interactive")

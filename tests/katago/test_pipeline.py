@@ -24,13 +24,12 @@ from ruamel.yaml import YAML
 
 from kgserve.provenance import read_provenance
 from kgserve.settings import load_settings
+from tests.conftest import REPO, kgserve_ready
 from tests.katago.conftest import RealKatago
-from tests.promote.serving import kgserve
-from tests.promote.test_end_to_end import _run, _runtime_config
+from tests.kgbench.decide.test_end_to_end import _run, _runtime_config
 
 pytestmark = [pytest.mark.katago, pytest.mark.slow]
 
-REPO = Path(__file__).resolve().parents[2]
 PY = sys.executable
 SAMPLE = "tsumego_straight3_9x9"
 # the sweep: two batch sizes, CPU-sized threads, cache and load (conf/threads/cpu.yaml, conf/load/cpu.yaml)
@@ -44,8 +43,9 @@ def _free_port() -> int:
 
 
 def _eigen_config(tmp_path: Path, katago: RealKatago) -> Path:
-    """tests/promote's commented runtime/config.yaml copy, with the eigen backend pointed at the real files the
-    way a user does it (docs/real-katago.md) and a fixed free port (serve_analysis.sh reads it from the file)."""
+    """The end-to-end test's commented runtime/config.yaml copy (tests/kgbench/decide), with the eigen backend
+    pointed at the real files the way a user does it (docs/real-katago.md) and a fixed free port
+    (serve_analysis.sh reads it from the file)."""
     path = _runtime_config(tmp_path)
     yaml = YAML()
     data: Any = yaml.load(path.read_text())
@@ -108,7 +108,8 @@ def test_eigen_sweep_promote_serve(tmp_path: Path, real_katago: RealKatago) -> N
     assert "backend: eigen" in config.read_text() and "# Which backend to serve." in config.read_text()
 
     sample = json.loads((REPO / "assets" / "analysis" / "inputs" / f"{SAMPLE}.json").read_text())
-    with kgserve([PY, "-m", "kgserve", "--config", str(config)], env, tmp_path) as (base, ready, _):
+    with kgserve_ready(config, env, cwd=tmp_path) as (process, ready):
+        base = str(process.url)
         assert ready["backend"] == "eigen" and ready["simulated"] is False
         assert ready["provenance"]["run_id"] == winner.info.run_id and ready["provenance"]["modified"] is False
         request = urllib.request.Request(base + "/analysis", data=json.dumps(sample).encode())

@@ -1,5 +1,5 @@
 """kill -9 of the real KataGo under load, through `python -m kgserve`: every request gets an answer, the pool
-restarts the engine and /readyz is ready again (tests/http/test_process.py does the same with the sim)."""
+restarts the engine and /readyz is ready again (tests/kgserve/http/test_process.py does the same with the sim)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.http.conftest import gone
-from tests.http.test_process import long_query, wait_for
 from tests.katago.conftest import RealKatago, start_kgserve, tier_config
+from tests.kgserve.http.conftest import gone
+from tests.kgserve.http.test_process import long_query, wait_for
 
 pytestmark = [pytest.mark.katago, pytest.mark.slow]
 
@@ -34,8 +34,8 @@ def test_kill_9_of_the_engine_mid_load(tmp_path: Path, real_katago: RealKatago) 
     )
     process = start_kgserve(config)
     try:
-        url = process.url
-        (engine_pid,) = process.engine_pids()
+        url = process.wait_listening()  # already listening: its address
+        (engine_pid,) = process.child_pids()
         answers: list[tuple[str, httpx.Response]] = []
         failures: list[BaseException] = []
         stop = threading.Event()

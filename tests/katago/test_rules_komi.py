@@ -1,6 +1,6 @@
 """The real KataGo behind `python -m kgserve` (backend eigen) survives a query whose legacy rules string gives a
 komi that is not a half-integer: kgserve refuses it (sent as is, KataGo v1.17.2 exits on a failed assert once
-the search scores a finished game). The checks are tests/http/test_rules_komi.py's, then the engine's pid in
+the search scores a finished game). The checks are tests/kgserve/http/test_rules_komi.py's, then the engine's pid in
 /readyz is the same as before and a valid query is still analysed."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.http import test_rules_komi as sim_tests
 from tests.katago.conftest import RealKatago, start_kgserve, tier_config
+from tests.kgserve.http import test_rules_komi as sim_tests
 
 pytestmark = pytest.mark.katago
 

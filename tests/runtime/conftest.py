@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from kgserve.settings import DEFAULT_CONFIG_PATH, Settings, load_settings
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 RUNTIME = REPO / "runtime"
 STUB_NAMES = ("qsub", "enroot", "tmux", "nvidia-smi", "curl", "wget", "hostname")
 

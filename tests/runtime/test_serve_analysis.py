@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -174,10 +173,6 @@ def _free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    importlib.util.find_spec("kgserve.__main__") is None or importlib.util.find_spec("kgserve.sim") is None,
-    reason="kgserve's CLI and simulated engine are not in this checkout yet",
-)
 def test_serve_analysis_starts_kgserve_sim_answers_and_stops_it(tmp_path: Path) -> None:
     port = _free_port()
     config = _config_with_port(tmp_path, port)
@@ -225,10 +220,6 @@ def test_the_port_comes_from_config_yaml_and_a_running_server_is_reused(
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(
-    importlib.util.find_spec("kgserve.__main__") is None or importlib.util.find_spec("kgserve.sim") is None,
-    reason="kgserve's CLI and simulated engine are not in this checkout yet",
-)
 def test_interrupting_the_script_stops_the_server_it_started(tmp_path: Path) -> None:
     port = _free_port()
     config = _config_with_port(tmp_path, port)

@@ -1,0 +1,94 @@
+"""What every test folder shares: the checkout's paths, the KataGo reference transcripts, one analysis-query
+builder, the simulated engine's environment and kgserve as a subprocess of this checkout.
+
+Import the names (`from tests.conftest import REPO, analysis_query`); the `kgserve_process` fixture hands out
+`start_kgserve` for tests that take it as a fixture.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kgbench.targets.kgserve_process import KgserveProcess
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO / "tests" / "data" / "katago-reference"  # real KataGo v1.17.2 transcripts (its README)
+SIM_MODEL = REPO / "assets" / "sim" / "kgsim-b40c768.bin.gz"  # the file the simulated engine loads as its net
+
+# kgserve started by the tests runs the simulated engine fast and starts it at once
+KGSERVE_SIM_SPEED = 1000.0
+KGSERVE_SIM_STARTUP_S = "0.05"
+
+
+def analysis_query(
+    query_id: str | None = "q",
+    *,
+    moves: Sequence[Sequence[str]] = (),
+    size: int = 19,
+    max_visits: int | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A KataGo analysis query: Chinese rules, komi 7.5, `moves` on a size x size board, `fields` added last
+    (`analyzeTurns=[0, 1]`, `reportDuringSearchEvery=0.1`, ...). `query_id=None` leaves the id out."""
+    query: dict[str, Any] = {} if query_id is None else {"id": query_id}
+    query.update(moves=[list(move) for move in moves], rules="chinese", komi=7.5, boardXSize=size, boardYSize=size)
+    if max_visits is not None:
+        query["maxVisits"] = max_visits
+    query.update(fields)
+    return query
+
+
+def sim_env(speed: float = KGSERVE_SIM_SPEED, *, device: str = "private", **extra: str) -> dict[str, str]:
+    """This process's environment for a simulated engine: the shell's own KGSERVE_SIM_* variables removed (so a
+    developer's setting cannot change a test), then the speed, the device (`private`: one per engine process,
+    no sharing between tests) and `extra` (KGSERVE_SIM_SEED, KGSERVE_SIM_FIXED_RPS, ...)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KGSERVE_SIM_")}
+    env.update(KGSERVE_SIM_SPEED=f"{speed:g}", KGSERVE_SIM_DEVICE=device)
+    env.update(extra)
+    return env
+
+
+def start_kgserve(
+    config: Path, env: dict[str, str] | None = None, *args: str, cwd: Path = REPO, log_dir: Path | None = None
+) -> KgserveProcess:
+    """`python -m kgserve --config CONFIG --port 0 ARGS` (from this checkout unless `cwd` and `env`'s PYTHONPATH
+    say otherwise), started but not waited for: call `wait_listening()` and `wait_ready(timeout)`, and stop it.
+    The simulated engine runs fast unless `env` says otherwise. Its log: `kgserve-<id>.log` in `log_dir`
+    (default: beside the config)."""
+    full_env = {**sim_env(KGSERVE_SIM_STARTUP_S=KGSERVE_SIM_STARTUP_S), "PYTHONPATH": str(REPO), **(env or {})}
+    log = (log_dir or (cwd / config).parent) / f"kgserve-{uuid.uuid4().hex[:8]}.log"
+    process = KgserveProcess(config, log, full_env, args=args, cwd=cwd)
+    process.start()
+    return process
+
+
+@contextlib.contextmanager
+def kgserve_ready(
+    config: Path,
+    env: dict[str, str] | None = None,
+    *args: str,
+    cwd: Path = REPO,
+    log_dir: Path | None = None,
+    timeout_s: float = 120.0,
+) -> Iterator[tuple[KgserveProcess, dict[str, Any]]]:
+    """`start_kgserve`, then wait until it is ready: yields (the process, its /readyz JSON); SIGTERM on the way
+    out."""
+    process = start_kgserve(config, env, *args, cwd=cwd, log_dir=log_dir)
+    try:
+        process.wait_listening(timeout_s)
+        _, ready = process.wait_ready(timeout_s)
+        yield process, ready
+    finally:
+        process.stop()
+
+
+@pytest.fixture(scope="session")
+def kgserve_process() -> Callable[..., KgserveProcess]:
+    return start_kgserve

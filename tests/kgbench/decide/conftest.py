@@ -1,0 +1,103 @@
+"""A real MLflow sqlite store in tmp_path with planted kgbench sweeps (parent run + job runs)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import REPO
+
+
+@dataclass
+class Store:
+    uri: str
+    client: MlflowClient
+    experiment_id: str
+    root: Path
+    sweeps: dict[str, str] = field(default_factory=dict)  # sweep id -> parent run id
+
+    def sweep(self, sweep_id: str) -> str:
+        parent = self.client.create_run(
+            self.experiment_id,
+            tags={"kgbench.role": "sweep", "kgbench.sweep_id": sweep_id},
+            run_name=f"sweep-{sweep_id}",
+        )
+        self.client.set_terminated(parent.info.run_id, "FINISHED")
+        self.sweeps[sweep_id] = parent.info.run_id
+        return parent.info.run_id
+
+    def job(
+        self,
+        sweep_id: str,
+        name: str,
+        *,
+        backend: str = "cuda",
+        metrics: Mapping[str, float] | None = None,
+        params: Mapping[str, str] | None = None,
+        tags: Mapping[str, str] | None = None,
+        status: str = "FINISHED",
+        cfg: str | None = None,
+        series: Mapping[str, Mapping[int, float]] | None = None,
+    ) -> str:
+        all_tags = {
+            "kgbench.role": "job",
+            "kgbench.sweep_id": sweep_id,
+            "mlflow.parentRunId": self.sweeps[sweep_id],
+            "backend": backend,
+            "simulated": "false",
+            "katago_version": "1.16.3",
+            "model_file": "kata1-zhizi-b40c768nbt-fdx6c.bin.gz",
+            "kgbench.status": "ok" if status == "FINISHED" else "failed",
+            "kgbench.unstable": "false",
+            "kgbench.invalid": "false",
+            **(tags or {}),
+        }
+        run = self.client.create_run(self.experiment_id, tags=all_tags, run_name=name)
+        run_id = run.info.run_id
+        for key, text in {"backend": backend, **(params or {})}.items():
+            self.client.log_param(run_id, key, text)
+        for key, value in (metrics or {}).items():
+            self.client.log_metric(run_id, key, value)
+        for key, steps in (series or {}).items():
+            for step, number in steps.items():
+                self.client.log_metric(run_id, key, number, step=step)
+        body = cfg if cfg is not None else f"# rendered by kgbench for {name}\nnnMaxBatchSize = 64\n"
+        cfg_dir = self.root / "cfgs" / run_id
+        cfg_dir.mkdir(parents=True)
+        (cfg_dir / "katago.cfg").write_text(body)
+        self.client.log_artifact(run_id, str(cfg_dir / "katago.cfg"))
+        self.client.set_terminated(run_id, status)
+        return run_id
+
+
+@pytest.fixture(scope="session")
+def _store_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Creating the sqlite schema takes seconds: do it once, copy the empty database per test."""
+    root = tmp_path_factory.mktemp("mlflow-template")
+    MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}").search_experiments()
+    return root / "mlflow.db"
+
+
+@pytest.fixture
+def store(tmp_path: Path, _store_template: Path) -> Store:
+    db = tmp_path / "mlflow.db"
+    shutil.copy(_store_template, db)
+    uri = f"sqlite:///{db}"
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.create_experiment("kgbench", artifact_location=(tmp_path / "mlruns").as_uri())
+    return Store(uri=uri, client=client, experiment_id=exp, root=tmp_path)
+
+
+@pytest.fixture
+def config_path(tmp_path: Path) -> Path:
+    """A copy of the real runtime/config.yaml; its relative paths resolve inside tmp_path/runtime."""
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    target = runtime / "config.yaml"
+    shutil.copy(REPO / "runtime" / "config.yaml", target)
+    return target

@@ -1,0 +1,140 @@
+"""End to end, all real processes: a short sim sweep -> promote --allow-simulated -> `python -m kgserve`
+serves the promoted backend and cfg -> /readyz shows the provenance -> a sample query is answered.
+Also runs the report on the same sweep. Everything lives in tmp_path (own MLflow store, own config.yaml)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+from ruamel.yaml import YAML
+
+from kgbench.decide.cfgwrite import set_engine_backend
+from kgserve.provenance import read_provenance, render_header
+from tests.conftest import REPO, kgserve_ready
+
+PY = sys.executable
+SAMPLE = REPO / "assets" / "analysis" / "inputs" / "tsumego_straight3_9x9.json"
+
+pytestmark = pytest.mark.slow
+
+
+def _runtime_config(tmp_path: Path) -> Path:
+    """runtime/config.yaml with its comments, the sim model made absolute, a free port, files in tmp_path."""
+    yaml = YAML()  # round-trip: comments kept, so promote's edit is exercised on a commented file
+    data: Any = yaml.load((REPO / "runtime" / "config.yaml").read_text())
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    data["server"]["port"] = 0
+    engine = data["engine"]
+    assert engine["backend"] != "sim"  # promote must switch it
+    engine["cfg"] = str(runtime / "katago_serving.cfg")
+    engine["home_data_dir"] = str(tmp_path / "katago_home")
+    sim_model = REPO / "assets" / "sim" / Path(str(engine["backends"]["sim"]["model"])).name
+    assert sim_model.exists()
+    engine["backends"]["sim"]["model"] = str(sim_model)
+    path = runtime / "config.yaml"
+    with path.open("w") as handle:
+        yaml.dump(data, handle)
+    return path
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{argv} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
+
+
+def test_sweep_promote_serve(tmp_path: Path) -> None:
+    config = _runtime_config(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": uri,
+        "PYTHONPATH": str(REPO),
+        "KGSERVE_SIM_DEVICE": "private",
+        "KGSERVE_SIM_SPEED": "4",
+    }
+    _run(
+        [PY, "-m", "kgbench", "-m", "backend=sim", "load=smoke", "threads=small", "nnMaxBatchSize=8,16",
+         f"runtime_config={config}", "mlflow.experiment=e2e", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+        env, tmp_path, timeout=900,
+    )  # fmt: skip
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("e2e")
+    assert experiment is not None
+    jobs = client.search_runs([experiment.experiment_id], "tags.`kgbench.role` = 'job'")
+    assert len(jobs) == 2
+    assert all(r.info.status == "FINISHED" and r.data.tags.get("simulated") == "true" for r in jobs)
+
+    refused = subprocess.run(
+        [PY, "-m", "kgbench.promote", "--experiment", "e2e", "--config", str(config)],
+        env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert refused.returncode == 1 and "--allow-simulated" in refused.stderr
+    promoted = _run(
+        [PY, "-m", "kgbench.promote", "--experiment", "e2e", "--allow-simulated", "--config", str(config)],
+        env,
+        tmp_path,
+        timeout=300,
+    )
+    assert "WINNER" in promoted.stdout
+    winners = client.search_runs([experiment.experiment_id], "tags.promoted = 'true'")
+    assert len(winners) == 1
+    run_id = winners[0].info.run_id
+    prov = read_provenance(config.parent / "katago_serving.cfg")
+    assert prov is not None and prov.run_id == run_id and prov.simulated and not prov.modified
+    assert "backend: sim" in config.read_text() and "# Which backend to serve." in config.read_text()
+
+    report_dir = tmp_path / "report"
+    _run([PY, "-m", "kgbench.report", "--experiment", "e2e", "--out", str(report_dir)], env, tmp_path, timeout=300)
+    assert (report_dir / "pareto.png").stat().st_size > 10_000
+    assert len((report_dir / "runs.csv").read_text().strip().splitlines()) == 3  # header + 2 runs
+
+    _serve_and_query(config, env, tmp_path, run_id)
+
+
+def _serve_and_query(config: Path, env: dict[str, str], cwd: Path, run_id: str) -> None:
+    with kgserve_ready(config, env, cwd=cwd) as (process, ready):
+        base, lines = str(process.url), process.lines()
+        assert ready["backend"] == "sim" and ready["simulated"] is True
+        provenance = ready["provenance"]
+        assert provenance["run_id"] == run_id
+        assert provenance["simulated"] is True and provenance["modified"] is False
+        assert any(run_id in line for line in lines), "kgserve did not log the cfg's run at start"
+
+        query = json.loads(SAMPLE.read_text())
+        query["maxVisits"] = 8
+        request = urllib.request.Request(
+            base + "/analysis", data=json.dumps(query).encode(), headers={"Content-Type": "application/json"}
+        )
+        with urllib.request.urlopen(request, timeout=120) as resp:
+            assert resp.status == 200
+            answers = [json.loads(x) for x in resp.read().decode().splitlines() if x.strip()]
+        finals = [a for a in answers if a.get("id") == query["id"] and "moveInfos" in a]
+        assert finals, answers
+
+
+def test_hand_edited_cfg_is_reported(tmp_path: Path) -> None:
+    """A cfg changed after promotion: kgserve still serves, warns at start, /readyz says modified."""
+    config = _runtime_config(tmp_path)
+    config.write_text(set_engine_backend(config.read_text(), "sim"))
+    cfg = config.parent / "katago_serving.cfg"
+    fields = {"run_id": "0123456789abcdef", "sweep_id": "s-test", "backend": "sim", "simulated": "true"}
+    cfg.write_text(render_header(fields, "numAnalysisThreads = 4\nnnMaxBatchSize = 16\n"))
+    cfg.write_text(cfg.read_text().replace("nnMaxBatchSize = 16", "nnMaxBatchSize = 32"))
+    env = {**os.environ, "PYTHONPATH": str(REPO), "KGSERVE_SIM_DEVICE": "private"}
+    with kgserve_ready(config, env, cwd=tmp_path) as (process, ready):
+        lines = process.lines()
+        provenance = ready["provenance"]
+        assert provenance["run_id"] == "0123456789abcdef"
+        assert provenance["modified"] is True
+        assert any("edited after promotion" in line for line in lines), "\n".join(lines)

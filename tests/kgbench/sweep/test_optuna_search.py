@@ -1,0 +1,141 @@
+"""kgbench's Optuna sweeper: the search space, the study helpers, a job's trial link (journal file in tmp_path).
+The real search on the simulated engine is in tests/kgbench/sweep/test_optuna_sweep_sim.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.trial import TrialState
+
+from kgbench.load.types import LevelSummary
+from kgbench.sweep.optuna_sweeper import rewrite_keys
+from kgbench.sweep.space import parse_space
+from kgbench.sweep.study import (
+    FAILED_ATTR,
+    PRUNED_ATTR,
+    REUSED_ATTR,
+    SearchError,
+    make_pruner,
+    make_sampler,
+    open_storage,
+    open_study,
+    reuse_earlier,
+    tell_job,
+    trial_by_number,
+)
+from kgbench.sweep.trial import TrialLink, trial_overrides
+
+
+def test_space_from_sweep_overrides() -> None:
+    space = parse_space(
+        ["++nnMaxBatchSize=choice(32,64)", "++numNNServerThreadsPerModel=range(1,4)",
+         "load.warmup_s=tag(log,interval(0.1,1.0))", "backend=sim", "load=smoke"]
+    )  # fmt: skip
+    assert space.distributions == {
+        "nnMaxBatchSize": CategoricalDistribution((32, 64)),
+        "numNNServerThreadsPerModel": IntDistribution(1, 3),
+        "load.warmup_s": FloatDistribution(0.1, 1.0, log=True),
+    }
+    assert space.fixed == ["backend=sim", "load=smoke"]
+    assert space.overrides({"nnMaxBatchSize": 64, "numNNServerThreadsPerModel": 2}) == [
+        "backend=sim", "load=smoke", "++nnMaxBatchSize=64", "++numNNServerThreadsPerModel=2",
+    ]  # fmt: skip
+    assert parse_space(["x=range(0,10,5)"]).distributions["x"] == IntDistribution(0, 5, step=5)
+    with pytest.raises(SearchError, match="cannot parse"):
+        parse_space(["x=choice(1,"])
+
+
+def test_rewrite_keys_adds_force_add_to_plain_keys_only() -> None:
+    params = {"nnMaxBatchSize": "choice(8,16)", "backend": "choice(cuda,trt)", "load.max_visits": "choice(5,50)"}
+    assert rewrite_keys(params, {"backend", "load"}) == [
+        "++nnMaxBatchSize=choice(8,16)", "backend=choice(cuda,trt)", "load.max_visits=choice(5,50)",
+    ]  # fmt: skip
+
+
+def test_sampler_and_pruner_factories() -> None:
+    assert isinstance(make_sampler(None), optuna.samplers.TPESampler)
+    assert isinstance(make_sampler({"name": "random", "seed": 1}), optuna.samplers.RandomSampler)
+    assert isinstance(make_pruner({"name": "median", "n_startup_trials": 2}), optuna.pruners.MedianPruner)
+    assert isinstance(make_pruner({"name": "none"}), optuna.pruners.NopPruner)
+    with pytest.raises(SearchError, match=r"pruner\.name"):
+        make_pruner({"name": "oracle"})
+    with pytest.raises(SearchError, match="pruner"):
+        make_pruner({"name": "median", "bogus": 1})
+    with pytest.raises(SearchError, match=r"sampler\.name"):
+        make_sampler({"name": "cmaes"})
+    with pytest.raises(SearchError, match="quotes"):
+        trial_overrides("/tmp/it's.journal", "s", 0)
+
+
+def level(c: int, rps: float) -> LevelSummary:
+    return LevelSummary(c, None, 1, 1.0, rps, 0.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0, 0, {}, 3, (rps,), True)
+
+
+def test_trial_link_reports_best_so_far_and_prunes(tmp_path: Path) -> None:
+    journal = tmp_path / "j.log"
+    study = optuna.create_study(study_name="s", storage=open_storage(journal), direction="maximize")
+    study.set_user_attr("kgbench.pruner", {"name": "median", "n_startup_trials": 1})
+    for value in (100.0, 120.0):  # two completed trials with high values at step 0 and 1
+        trial = study.ask()
+        trial.report(value, 0)
+        trial.report(value, 1)
+        study.tell(trial, value)
+    poor = study.ask()
+    # the job's side: a separate process would do exactly this, from the overrides the sweeper gave it
+    link = TrialLink(trial_by_number(open_study(journal, "s"), poor.number))
+    assert link.on_level(level(4, 10.0)) is True  # far below the median at step 0: pruned
+    assert link.pruned_at == 0
+    frozen = open_study(journal, "s").trials[poor.number]
+    assert frozen.intermediate_values == {0: 10.0} and frozen.user_attrs[PRUNED_ATTR] == 0
+    good = study.ask()
+    link = TrialLink(trial_by_number(open_study(journal, "s"), good.number))
+    assert link.on_level(level(4, 150.0)) is False and link.on_level(level(8, 140.0)) is False
+    assert open_study(journal, "s").trials[good.number].intermediate_values == {0: 150.0, 1: 150.0}  # best so far
+    with pytest.raises(SearchError, match="no Optuna study"):
+        open_study(journal, "missing")
+
+
+def test_ordered_choice_samples_the_index_and_runs_the_value() -> None:
+    space = parse_space(["++nnMaxBatchSize=tag(ordered, choice(16, 32, 64))", "backend=sim"])
+    assert space.distributions == {"nnMaxBatchSize": IntDistribution(0, 2)}
+    assert space.values({"nnMaxBatchSize": 2}) == {"nnMaxBatchSize": 64}
+    assert space.overrides({"nnMaxBatchSize": 1}) == ["backend=sim", "++nnMaxBatchSize=32"]
+
+
+def test_same_params_reuse_the_earlier_result_and_failures_count_as_the_failed_value(tmp_path: Path) -> None:
+    study = optuna.create_study(study_name="s", storage=open_storage(tmp_path / "j.log"), direction="maximize")
+    dist = {"x": CategoricalDistribution((1, 2))}
+    first = study.ask(dist)
+    assert reuse_earlier(study, first) is False
+    assert tell_job(study, first, 7.5, 0.0) == TrialState.COMPLETE
+    study.enqueue_trial({"x": first.params["x"]})
+    fixed = study.ask(dist)
+    assert reuse_earlier(study, fixed) is True  # no job: told the earlier value
+    frozen = study.trials[fixed.number]
+    assert frozen.value == 7.5 and frozen.user_attrs[REUSED_ATTR] == first.number
+    other = 2 if first.params["x"] == 1 else 1
+    study.enqueue_trial({"x": other})
+    failed = study.ask(dist)
+    assert tell_job(study, failed, None, 0.0) == TrialState.COMPLETE
+    assert study.trials[failed.number].value == 0.0 and study.trials[failed.number].user_attrs[FAILED_ATTR]
+    study.enqueue_trial({"x": other})
+    ignored = study.ask(dist)
+    # a job that marked its trial pruned is told PRUNED whatever it returned; no failed value: FAIL
+    ignored.set_user_attr(PRUNED_ATTR, 0)
+    assert tell_job(study, ignored, 3.0, 0.0) == TrialState.PRUNED
+    study.enqueue_trial({"x": other})
+    plain_fail = study.ask(dist)
+    assert tell_job(study, plain_fail, float("nan"), None) == TrialState.FAIL
+
+
+def test_search_benchmark_runs_within_its_budget(tmp_path: Path) -> None:
+    from kgbench.bench.search import run_search, table
+
+    outcome = run_search(0, 0.02, tmp_path)
+    assert outcome.spent_s <= 0.02 * outcome.grid_s and outcome.found_s <= outcome.spent_s
+    assert outcome.trials == outcome.complete + outcome.pruned + outcome.failed + outcome.reused
+    assert 0 < outcome.best_true <= outcome.optimum
+    assert "| 0 |" in table([outcome], 0.02, 0.05)

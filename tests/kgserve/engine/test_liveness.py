@@ -1,0 +1,52 @@
+"""Liveness probe (issue 12): an engine frozen with SIGSTOP is noticed, killed and restarted, and the query
+it held fails with EngineDied instead of waiting for ever."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+from kgserve.engine import EngineDied
+from kgserve.pool import EnginePool
+from kgserve.procutil import pid_alive
+from tests.conftest import analysis_query, sim_env
+
+from .conftest import make_query, pool_settings
+
+SIM_ENV = sim_env(100)
+LONG = analysis_query("long", max_visits=10_000_000)
+
+
+async def test_a_stopped_engine_is_killed_and_restarted() -> None:
+    settings = pool_settings(1, liveness_interval_s=0.3, liveness_timeout_s=0.5)
+    pool = EnginePool(settings, env=SIM_ENV)
+    await pool.start()
+    stopped: int | None = None
+    try:
+        await pool.wait_ready(60)
+        # a healthy engine answers the probes: several intervals pass without a restart
+        await asyncio.sleep(1.5)
+        assert pool.status()["engines"][0]["restarts"] == 0
+        stream = pool.submit(make_query(LONG))
+        stopped = pool.status()["engines"][0]["pid"]
+        assert stopped is not None
+        os.kill(stopped, signal.SIGSTOP)
+        async with asyncio.timeout(30):
+            try:
+                await stream.collect()
+                raise AssertionError("the frozen engine's query finished")
+            except EngineDied:
+                pass
+        assert not pool.ready  # killed, restarting
+        await pool.wait_ready(30)
+        engine = pool.status()["engines"][0]
+        assert engine["restarts"] == 1 and engine["state"] == "ready"
+        assert "did not answer query_version" in (engine["last_error"] or "")
+        assert not pid_alive(stopped)
+        answer = await pool.submit(make_query({**LONG, "id": "after", "maxVisits": 10})).collect()
+        assert len(answer) == 1
+    finally:
+        if stopped is not None and pid_alive(stopped):
+            os.kill(stopped, signal.SIGKILL)
+        await asyncio.wait_for(pool.close(5), 60)

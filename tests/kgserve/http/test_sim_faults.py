@@ -1,0 +1,82 @@
+"""Abandoned searches with the simulated engine: 50 long queries whose clients drop the connection are
+terminated, and a short query afterwards is as fast as on an idle engine."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import statistics
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import REPO, analysis_query
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve_process: Any) -> Iterator[Any]:
+    directory = tmp_path_factory.mktemp("kgserve")
+    # few analysis threads: searches nobody terminates would make a later query wait behind them
+    serving_cfg = (REPO / "runtime" / "katago_serving.cfg").read_text(encoding="utf-8")
+    cfg = directory / "serving.cfg"
+    cfg.write_text(re.sub(r"(?m)^numAnalysisThreads\s*=.*$", "numAnalysisThreads = 8", serving_cfg), encoding="utf-8")
+    config = config_writer(directory, limits={"max_visits": 10_000_000}, engine={"cfg": str(cfg)})
+    process = kgserve_process(config, {"KGSERVE_SIM_SPEED": "20"})
+    process.wait_listening()
+    process.wait_ready()
+    yield process
+    process.stop()
+
+
+def metric(url: str, name: str) -> float:
+    total = 0.0
+    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
+        if line.startswith(name):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def short_query_seconds(url: str, n: int = 5) -> float:
+    body = json.dumps(analysis_query("short", moves=[["B", "Q4"]], max_visits=20)).encode()
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        response = httpx.post(url + "/analysis", content=body, timeout=60)
+        times.append(time.perf_counter() - started)
+        assert response.status_code == 200
+    return statistics.median(times)
+
+
+def test_dropped_clients_terminate_their_searches(server: Any) -> None:
+    idle = short_query_seconds(server.url)
+    port = int(server.url.rsplit(":", 1)[1])
+    sockets = []
+    for k in range(50):
+        body = json.dumps(analysis_query(f"long{k}", max_visits=5_000_000)).encode()
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(b"POST /analysis HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        sockets.append(sock)
+    end = time.monotonic() + 30
+    while metric(server.url, "kgserve_inflight_queries") < 50 and time.monotonic() < end:
+        time.sleep(0.05)
+    assert metric(server.url, "kgserve_inflight_queries") == 50
+    assert metric(server.url, "kgserve_engine_outstanding_visits") >= 50 * 1_000_000
+    # the setup has teeth: while those searches run, a short query cannot finish in time
+    short = json.dumps(analysis_query("short", moves=[["B", "Q4"]], max_visits=20)).encode()
+    blocked = httpx.post(server.url + "/analysis", content=short, headers={"X-Deadline-Ms": "1000"}, timeout=30)
+    assert blocked.headers.get("x-deadline-exceeded") == "true"
+    for sock in sockets:
+        sock.close()
+    end = time.monotonic() + 10
+    while metric(server.url, "kgserve_engine_outstanding_visits") > 0 and time.monotonic() < end:
+        time.sleep(0.05)
+    assert metric(server.url, "kgserve_engine_outstanding_visits") == 0, "the engine still works for dropped clients"
+    assert metric(server.url, "kgserve_inflight_queries") == 0
+    after = short_query_seconds(server.url)
+    assert after <= max(3 * idle, idle + 0.25), f"short query took {after:.3f}s after the drops, {idle:.3f}s idle"

@@ -1,0 +1,223 @@
+"""The throughput model: a real optimum for every swept key, and the timed simulation agrees with it."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kgserve.sim.throughput import SharedDevice, SimParams, predict_throughput, steady_state
+from tests.conftest import analysis_query
+from tests.kgserve.sim.conftest import DEVICE_PREFIX, Sim, sim_env, write_cfg
+
+BASE: dict[str, Any] = {
+    "numAnalysisThreads": 64,
+    "numSearchThreadsPerAnalysisThread": 2,
+    "nnMaxBatchSize": 128,
+    "numNNServerThreadsPerModel": 2,
+    "nnCacheSizePowerOfTwo": 20,
+}
+GRIDS = {
+    "numAnalysisThreads": [4, 8, 16, 32, 64, 128, 256, 512],
+    "numSearchThreadsPerAnalysisThread": [1, 2, 4, 8, 16],
+    "nnMaxBatchSize": [16, 32, 64, 128, 256, 512],
+    "numNNServerThreadsPerModel": [1, 2, 3, 4, 6, 8],
+    "nnCacheSizePowerOfTwo": [12, 14, 16, 18, 20, 22, 24],
+}
+
+
+@pytest.mark.parametrize("key", sorted(GRIDS))
+def test_each_key_has_an_interior_optimum(key: str) -> None:
+    rates = [predict_throughput({**BASE, key: value}, 500, 512) for value in GRIDS[key]]
+    best = max(range(len(rates)), key=rates.__getitem__)
+    assert 0 < best < len(rates) - 1, (key, rates)
+    assert rates[best] > 1.02 * min(rates[0], rates[-1]), (key, rates)
+
+
+def test_joint_optimum_beats_the_hand_written_default() -> None:
+    best = max(
+        predict_throughput({**BASE, "numAnalysisThreads": a, "numSearchThreadsPerAnalysisThread": t}, 500, 512)
+        for a in (16, 32, 64, 128, 256)
+        for t in (1, 2, 4)
+    )
+    assert best > predict_throughput(BASE, 500, 512) * 1.02
+
+
+def test_shape_of_the_model() -> None:
+    one = [steady_state(SimParams(1, t, max(16, t), 1, 20), 1).visits_per_search for t in (1, 2, 4, 8)]
+    assert one == sorted(one) and one[-1] > 3 * one[0]  # more threads in flight: bigger batches
+    single = steady_state(SimParams(1, 64, 64, 1, 20), 1)
+    assert single.device_util < 0.8  # one search cannot fill the device
+    assert predict_throughput({**BASE, "nnMaxBatchSize": 4096}, 500, 512) == 0.0  # does not fit the device
+    assert predict_throughput(BASE, 100, 512) > 3 * predict_throughput(BASE, 500, 512)
+    as_text = {key: str(value) for key, value in BASE.items()}  # a rendered cfg's values are strings
+    assert predict_throughput(as_text, 500, 512) == predict_throughput(BASE, 500, 512)
+    assert predict_throughput(BASE, 500, 1) < predict_throughput(BASE, 500, 16) < predict_throughput(BASE, 500, 64)
+    assert predict_throughput(BASE, 500, 512) == predict_throughput(BASE, 500, 64)  # 64 analysis threads
+
+
+def test_shared_device_serialises_reservations() -> None:
+    name = f"{DEVICE_PREFIX}{uuid.uuid4().hex[:8]}"
+    first, second = SharedDevice(name), SharedDevice(name)
+    s1, e1 = first.reserve(0.5)
+    s2, e2 = second.reserve(0.5)
+    assert s2 >= e1 - 1e-6 and e2 - s2 == pytest.approx(0.5)
+    first.release(e1, s1)  # not the last reservation any more: nothing is given back
+    s3, _ = SharedDevice(name).reserve(0.1)
+    assert s3 >= e2 - 1e-6
+    private_start, _ = SharedDevice("private").reserve(0.5)
+    assert private_start < e1
+    first.path.unlink()
+
+
+def _measure(tmp_path: Path, cfg_values: dict[str, Any], visits: int, count: int, speed: float) -> float:
+    cfg = write_cfg(tmp_path, **cfg_values)
+    sim = Sim(cfg, sim_env(speed))
+    try:
+        sim.send('{"id":"ready","action":"query_version"}')
+        assert sim.readline()["id"] == "ready"
+        start = time.monotonic()
+        for i in range(count):  # distinct positions: no cache hits
+            moves = [["B", f"{'ABCDEFGHJKLMNOPQRST'[i % 19]}{1 + i // 19}"]]
+            query = analysis_query(f"q{i}", moves=moves, max_visits=visits)
+            sim.send(json.dumps(query))
+        for _ in range(count):
+            assert sim.readline()["isDuringSearch"] is False
+        elapsed = time.monotonic() - start
+        run = sim.finish()
+        assert run.returncode == 0
+        return count / (elapsed * speed)
+    finally:
+        sim.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "cfg_values",
+    [
+        {"numAnalysisThreads": 8, "numSearchThreadsPerAnalysisThread": 2, "nnMaxBatchSize": 16},
+        {
+            "numAnalysisThreads": 32,
+            "numSearchThreadsPerAnalysisThread": 1,
+            "nnMaxBatchSize": 32,
+            "numNNServerThreadsPerModel": 2,
+        },
+    ],
+)
+def test_timed_simulation_matches_prediction(tmp_path: Path, cfg_values: dict[str, Any]) -> None:
+    visits, count = 200, 96
+    predicted = predict_throughput(cfg_values, visits, count)
+    speed = count / (predicted * 1.5)  # about 1.5 s of wall time, so the sim's own CPU time is noise
+    measured = _measure(tmp_path, cfg_values, visits, count, speed=speed)
+    assert measured == pytest.approx(predicted, rel=0.25)
+
+
+def _measure_many(cfgs: list[Path], envs: list[dict[str, str]], visits: int, count: int, speed: float) -> float:
+    """Combined queries per simulated second of several engines, each sent `count` distinct queries at once."""
+    sims = [Sim(cfg, env) for cfg, env in zip(cfgs, envs, strict=True)]
+    try:
+        for sim in sims:
+            sim.send('{"id":"ready","action":"query_version"}')
+            assert sim.readline()["id"] == "ready"
+        start = time.monotonic()
+        for n, sim in enumerate(sims):
+            for i in range(count):
+                moves = [["B", f"{'ABCDEFGHJKLMNOPQRST'[i % 19]}{1 + (i // 19) % 19}"], ["W", "pass"]] + [
+                    ["B", "pass"]
+                ] * n
+                query = analysis_query(f"q{i}", moves=moves, max_visits=visits)
+                sim.send(json.dumps(query))
+        for sim in sims:
+            for _ in range(count):
+                assert sim.readline()["isDuringSearch"] is False
+        combined = len(sims) * count / ((time.monotonic() - start) * speed)
+        for sim in sims:
+            assert sim.finish().returncode == 0
+        return combined
+    finally:
+        for sim in sims:
+            sim.kill()
+
+
+@pytest.mark.slow
+def test_processes_on_one_simulated_device_slow_each_other_down(tmp_path: Path) -> None:
+    cfg_values = {
+        "numAnalysisThreads": 32,
+        "numSearchThreadsPerAnalysisThread": 2,
+        "nnMaxBatchSize": 64,
+        "numNNServerThreadsPerModel": 2,
+    }
+    util = steady_state(SimParams.from_cfg(cfg_values), 32, 100).device_util
+    assert util > 0.6
+    visits, count = 100, 64
+    predicted = predict_throughput(cfg_values, visits, count)
+    speed = count / (predicted * 1.5)
+    cfg = write_cfg(tmp_path, **cfg_values)
+    alone = _measure_many([cfg], [sim_env(speed)], visits, count, speed)
+    assert alone == pytest.approx(predicted, rel=0.25)
+    shared = sim_env(speed)
+    pair = _measure_many([cfg, cfg], [shared, dict(shared)], visits, count, speed)
+    # two processes want more than 100% of one device: together they get about alone / util, not 2 x alone
+    assert pair < 1.05 * alone / util
+    separate = _measure_many([cfg, cfg], [sim_env(speed), sim_env(speed)], visits, count, speed)
+    assert separate > 1.15 * pair
+
+
+def test_fixed_rps_knob(tmp_path: Path) -> None:
+    cfg = write_cfg(tmp_path, numAnalysisThreads=4)
+    query = analysis_query(None, size=9, max_visits=10**6)
+    sim = Sim(cfg, sim_env(1.0, KGSERVE_SIM_FIXED_RPS="0"))
+    try:
+        sim.send('{"id":"ready","action":"query_version"}')
+        sim.readline()
+        start = time.monotonic()
+        for i in range(20):
+            sim.send(json.dumps({**query, "id": f"z{i}"}))
+        assert [sim.readline()["rootInfo"]["visits"] for _ in range(20)] == [10**6] * 20  # type: ignore[index]
+        assert time.monotonic() - start < 2.0
+        sim.finish()
+    finally:
+        sim.kill()
+    sim = Sim(cfg, sim_env(1.0, KGSERVE_SIM_FIXED_RPS="40"))
+    try:
+        sim.send('{"id":"ready","action":"query_version"}')
+        sim.readline()
+        start = time.monotonic()
+        for i in range(8):
+            sim.send(json.dumps({**query, "id": f"f{i}", "maxVisits": 50}))
+        for _ in range(8):
+            sim.readline()
+        assert 0.15 < time.monotonic() - start < 1.0  # 8 queries at 40 queries/s
+        sim.finish()
+    finally:
+        sim.kill()
+
+
+def test_repeated_position_hits_the_cache(tmp_path: Path) -> None:
+    cfg = write_cfg(tmp_path, numAnalysisThreads=1)
+    query = analysis_query(None, moves=[["B", "Q4"]], max_visits=400)
+    sim = Sim(cfg, sim_env(4.0))
+    try:
+        sim.send('{"id":"ready","action":"query_version"}')
+        sim.readline()
+        took = []
+        for name in ("first", "again", "clear", "cold"):
+            if name == "clear":
+                sim.send('{"id":"cc","action":"clear_cache"}')
+                assert sim.readline() == {"id": "cc", "action": "clear_cache"}
+                continue
+            start = time.monotonic()
+            sim.send(json.dumps({**query, "id": name}))
+            assert sim.readline()["id"] == name
+            took.append(time.monotonic() - start)
+        run = sim.finish()
+    finally:
+        sim.kill()
+    first, again, cold = took
+    assert again < 0.5 * first and cold > 0.7 * first
+    rows = int(next(line for line in run.stderr.splitlines() if "NN rows: " in line).split("NN rows: ")[1])
+    assert 600 < rows < 900  # two cold searches (~10% transpositions hit) and one mostly cached: not 3 x 400
