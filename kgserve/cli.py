@@ -26,6 +26,7 @@ from typing import Any
 import uvicorn
 
 from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
+from kgserve.logformat import FORMAT, SecondCachedFormatter
 from kgserve.preflight import startup_problems
 from kgserve.settings import ConfigError, Settings, load_settings
 from kgserve.workers import parse_worker, supervise, worker_settings
@@ -147,11 +148,9 @@ def _logging(level: str) -> None:
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    logging.basicConfig(
-        level=level.upper(),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(SecondCachedFormatter(FORMAT))
+    logging.basicConfig(level=level.upper(), handlers=[handler])
 
 
 def _worker_argv(args: argparse.Namespace, settings: Settings) -> list[str]:

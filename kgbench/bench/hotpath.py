@@ -2,19 +2,20 @@
 
 ``python -m kgbench.bench.hotpath [--rounds 3] [--seconds 4] [--quick]`` prints a Markdown table.
 
-Two servers run side by side on loopback: the bare stack (kgbench.bench.bare_asgi: Starlette on uvicorn,
-one route answering one ndjson line of the same size as kgserve's answer) and kgserve with one sim engine
-at zero cost (``KGSERVE_SIM_FIXED_RPS=0``). The same aiohttp closed-loop client (kgbench.bench.hotclient)
-loads each in turn, in alternating rounds (bare first in even rounds, kgserve first in odd ones), so slow
-drifts of a shared machine hit both alike; the table gives medians over the rounds and the median of the
-per-round ratios. Workloads: single queries with ~1 KB and ~12 KB answers at 64 and 256 in flight, a
-request of 256 query lines, a whole-game ``analyzeTurns`` request, and the bulk policy profile
+Three servers run side by side on loopback: the bare stack (kgbench.bench.bare_asgi: Starlette on uvicorn,
+one route answering one ndjson line of the size of kgserve's answer), kgserve with one sim engine at zero
+cost (``KGSERVE_SIM_FIXED_RPS=0``), and kgserve on kgbench.bench.standin_engine (canned real KataGo answers,
+no search: on a machine with few cores the sim's own ~600 µs of CPU per query competes with kgserve; the
+stand-in's does not). The same aiohttp closed-loop client (kgbench.bench.hotclient) loads each in turn,
+the order rotating every round, so slow drifts of a shared machine hit all alike; the table gives medians
+over the rounds and the median of the per-round ratios to the bare stack. Workloads: single queries with
+~1 KB and ~12 KB answers at 64 and 256 in flight, a request of 256 query lines, a whole-game
+``analyzeTurns`` request, and the bulk policy profile
 (``maxVisits 1``, policy and ownership: conf/load/policy.yaml).
 
-CPU per query is the server process's own CPU time (``/proc/<pid>/stat`` via psutil; the sim engine, a
-child process, is not counted) over the round divided by the queries answered. The client's headroom is
-its CPU share during the round (1.0 = one full core) and its ceiling: the req/s it would reach with one
-core to itself (requests / its CPU seconds).
+CPU per query is the server process's own CPU time (``/proc/<pid>/stat`` via psutil; the engine, a child
+process, sim or stand-in, is not counted) over the round divided by the queries answered. The client's
+headroom is its ceiling: the req/s it would reach with one core to itself (requests / its CPU seconds).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 
 from kgbench.bench.common import cleanup_devices, machine_line, sim_env, sim_settings
 from kgbench.bench.hotclient import RoundResult, closed_loop
-from kgbench.bench.hotservers import ServerProcess, bare_server, kgserve_server
+from kgbench.bench.hotservers import ServerProcess, bare_server, kgserve_server, standin_settings
 from kgbench.load.traffic import QuerySource, build_query
 
 __all__ = ["Workload", "main", "workloads"]
@@ -142,35 +143,50 @@ async def measure(work: Workload, rounds: int, seconds: float) -> list[str]:
     rows = []
     with ExitStack() as stack:
         kgserve = stack.enter_context(kgserve_server(sim_settings(1), sim_env(0, device="hotpath")))
-        size = await kgserve.answer_bytes(bodies[0])
+        standin = stack.enter_context(kgserve_server(standin_settings(sim_settings(1)), sim_env(0, device="standin")))
+        size = await standin.answer_bytes(bodies[0])
+        sizes = (await kgserve.answer_bytes(bodies[0]), size)
         bare = stack.enter_context(bare_server(size))
+        servers = [("bare", bare), ("kgserve", kgserve), ("standin", standin)]
         for concurrency in work.concurrency:
-            cells = {"bare": Cell(), "kgserve": Cell()}
-            ratios = []
+            cells = {name: Cell() for name, _ in servers}
+            ratios: dict[str, list[float]] = {"kgserve": [], "standin": []}
             for index in range(rounds):
-                order = [("bare", bare), ("kgserve", kgserve)]
                 rates = {}
-                for name, server in order if index % 2 == 0 else order[::-1]:
+                # rotate the order every round, so slow drifts of a shared machine hit all three alike
+                for name, server in servers[index % 3 :] + servers[: index % 3]:
                     result, cpu = await _round(server, bodies, concurrency, seconds)
                     cells[name].rounds.append(result)
                     cells[name].cpu_s.append(cpu)
                     rates[name] = result.req_per_s
-                ratios.append(rates["kgserve"] / rates["bare"] if rates["bare"] else float("nan"))
-            rows.append(_row(work, concurrency, size, per_request, cells, statistics.median(ratios)))
+                for name, values in ratios.items():
+                    values.append(rates[name] / rates["bare"] if rates["bare"] else float("nan"))
+            medians = {name: statistics.median(values) for name, values in ratios.items()}
+            rows.append(_row(work, concurrency, sizes, per_request, cells, medians))
     return rows
 
 
-def _row(work: Workload, concurrency: int, size: int, per_request: int, cells: dict[str, Cell], ratio: float) -> str:
-    bare, kg = cells["bare"], cells["kgserve"]
-    errors = sum(r.errors for r in kg.rounds) + sum(r.errors for r in bare.rounds)
+def _row(
+    work: Workload,
+    concurrency: int,
+    sizes: tuple[int, int],
+    per_request: int,
+    cells: dict[str, Cell],
+    ratios: dict[str, float],
+) -> str:
+    bare, kg, stand = cells["bare"], cells["kgserve"], cells["standin"]
+    errors = sum(r.errors for cell in cells.values() for r in cell.rounds)
+    rate = lambda r: r.req_per_s  # noqa: E731
     return (
-        f"| {work.name} | {concurrency} | {size:,} | {bare.median(lambda r: r.req_per_s):,.0f} "
-        f"| {kg.median(lambda r: r.req_per_s):,.0f} | **{ratio:.2f}** "
+        f"| {work.name} | {concurrency} | {sizes[0]:,} / {sizes[1]:,} | {bare.median(rate):,.0f} "
+        f"| {kg.median(rate):,.0f} | {stand.median(rate):,.0f} "
+        f"| {ratios['kgserve']:.2f} | **{ratios['standin']:.2f}** "
         f"| {bare.median(lambda r: r.p50_ms):.1f} / {bare.median(lambda r: r.p99_ms):.1f} "
         f"| {kg.median(lambda r: r.p50_ms):.1f} / {kg.median(lambda r: r.p99_ms):.1f} "
+        f"| {stand.median(lambda r: r.p50_ms):.1f} / {stand.median(lambda r: r.p99_ms):.1f} "
         f"| {bare.cpu_us_per_query(per_request):,.0f} | {kg.cpu_us_per_query(per_request):,.0f} "
-        f"| {bare.median(lambda r: r.client_cpu_share):.2f} / {kg.median(lambda r: r.client_cpu_share):.2f} "
-        f"| {min(bare.median(lambda r: r.client_ceiling), kg.median(lambda r: r.client_ceiling)):,.0f} | {errors} |"
+        f"| {stand.cpu_us_per_query(per_request):,.0f} "
+        f"| {min(c.median(lambda r: r.client_ceiling) for c in cells.values()):,.0f} | {errors} |"
     )
 
 
@@ -205,9 +221,11 @@ async def scaling(rounds: int, seconds: float, counts: tuple[int, ...] = (1, 2),
 
 
 HEADER = (
-    "| workload | in flight | answer bytes | bare req/s | kgserve req/s | kgserve / bare | bare p50 / p99 ms "
-    "| kgserve p50 / p99 ms | bare CPU µs / query | kgserve CPU µs / query | client CPU share (bare / kgserve) "
-    "| client ceiling req/s | errors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    "| workload | in flight | answer bytes (sim / stand-in) | bare req/s | kgserve+sim req/s "
+    "| kgserve+stand-in req/s | sim / bare | **stand-in / bare** | bare p50 / p99 ms | kgserve+sim p50 / p99 ms "
+    "| kgserve+stand-in p50 / p99 ms | bare CPU µs / query | kgserve+sim CPU µs / query "
+    "| kgserve+stand-in CPU µs / query | client ceiling req/s | errors |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
 )
 
 

@@ -23,7 +23,7 @@ import psutil
 from kgbench.bench.common import write_config
 from kgserve.settings import Settings
 
-__all__ = ["ServerProcess", "bare_server", "kgserve_server"]
+__all__ = ["ServerProcess", "bare_server", "kgserve_server", "standin_settings"]
 
 _LISTEN = re.compile(r"kgserve listening on (http://\S+?:\d+)\b")
 START_TIMEOUT_S = 60.0
@@ -75,6 +75,15 @@ def bare_server(size: int) -> Iterator[ServerProcess]:
         _stop(proc)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def standin_settings(settings: Settings) -> Settings:
+    """``settings`` (backend sim) with its engine replaced by kgbench.bench.standin_engine: canned answers."""
+    engine = settings.engine
+    sim = engine.backend_settings("sim")
+    standin = sim.model_copy(update={"command": ["{python}", "-m", "kgbench.bench.standin_engine"]})
+    backends = {**engine.backends, "sim": standin}
+    return settings.model_copy(update={"engine": engine.model_copy(update={"backends": backends})})
 
 
 def _ready(url: str) -> bool:

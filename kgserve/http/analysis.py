@@ -42,6 +42,7 @@ from starlette.types import Receive, Scope, Send
 
 from kgserve.engine_errors import EngineDied
 from kgserve.http.context import EngineClient
+from kgserve.http.events import EventChannel
 from kgserve.http.httpguard import abort_connection, on_disconnect
 from kgserve.http.limits import Admission
 from kgserve.http.outbox import Outbox
@@ -140,7 +141,7 @@ class AnalysisResponse(Response):
 
     # -- engine side -------------------------------------------------------------------------------------
     @staticmethod
-    def _listener(index: int, events: asyncio.Queue[tuple[str, int, Any]]) -> Listener:
+    def _listener(index: int, events: EventChannel[tuple[str, int, Any]]) -> Listener:
         """The callback a QueryStream hands its lines to (kgserve.querystream.listen): no task per query."""
 
         def listener(item: bytes | BaseException | None) -> None:
@@ -154,7 +155,7 @@ class AnalysisResponse(Response):
         return listener
 
     @staticmethod
-    async def _pump(index: int, stream: AsyncIterable[bytes], events: asyncio.Queue[tuple[str, int, Any]]) -> None:
+    async def _pump(index: int, stream: AsyncIterable[bytes], events: EventChannel[tuple[str, int, Any]]) -> None:
         """For a stream without listen() (a stand-in pool): a task reads it."""
         try:
             async for line in stream:
@@ -173,7 +174,7 @@ class AnalysisResponse(Response):
             self.pool.abort(stream)
 
     @staticmethod
-    async def _watch_disconnect(receive: Receive, events: asyncio.Queue[tuple[str, int, Any]]) -> None:
+    async def _watch_disconnect(receive: Receive, events: EventChannel[tuple[str, int, Any]]) -> None:
         """For a server without kgserve's connection extension: a task waits for http.disconnect."""
         while True:
             message = await receive()
@@ -181,7 +182,7 @@ class AnalysisResponse(Response):
                 events.put_nowait(("disconnect", -1, None))
                 return
 
-    def _submit(self, index: int, query: Query, events: asyncio.Queue[tuple[str, int, Any]]) -> Any:
+    def _submit(self, index: int, query: Query, events: EventChannel[tuple[str, int, Any]]) -> Any:
         try:
             return self.pool.submit(query)
         except Exception as exc:
@@ -195,7 +196,7 @@ class AnalysisResponse(Response):
         loop = asyncio.get_running_loop()
         # HTTP/1.0 has no chunked encoding: such a client gets the whole response at the end, with a length
         outbox = self._outbox = Outbox(send, self.buffer_limit, whole=scope.get("http_version") == "1.0")
-        events: asyncio.Queue[tuple[str, int, Any]] = asyncio.Queue()
+        events: EventChannel[tuple[str, int, Any]] = EventChannel()
         outbox.on_failed = lambda: events.put_nowait(("sent", -1, None))
         streams: dict[int, Any] = {}
         pending: set[int] = set(range(len(self.queries)))

@@ -4,7 +4,7 @@ The request's event loop (kgserve.http.analysis) never awaits a send, so a clien
 hold back its deadline, its disconnect or its terminates: the loop puts ASGI messages here and goes on.
 What was put during one event-loop turn goes out at the end of that turn as one message (so a response
 complete within a turn, the common case, is sent whole with a Content-Length, like a plain response).
-A send is driven right there when the transport takes it at once (kgserve.sendcall); only a send that has
+A send is driven right there when the transport takes it at once (kgserve.http.sendcall); only a send that has
 to wait for the client gets a task, which then sends whatever queued up meanwhile. For an HTTP/1.0 client
 (which cannot read a chunked body) the whole response is held and sent with a Content-Length.
 `put_body` returns False once the bytes waiting (queued plus a send in progress) pass `limit`: the caller
@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from starlette.types import Message, Send
 
-from kgserve.sendcall import SendCall
+from kgserve.http.sendcall import SendCall
 
 __all__ = ["Outbox"]
 

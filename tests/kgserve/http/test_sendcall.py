@@ -1,10 +1,10 @@
-"""kgserve.sendcall: a send that completes at once costs no task; one that waits is finished by a task."""
+"""kgserve.http.sendcall: a send that completes at once costs no task; one that waits is finished by a task."""
 
 from __future__ import annotations
 
 import asyncio
 
-from kgserve.sendcall import SendCall
+from kgserve.http.sendcall import SendCall
 
 
 async def test_a_send_that_does_not_wait_completes_in_step() -> None:
