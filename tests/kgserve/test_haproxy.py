@@ -172,8 +172,9 @@ def test_three_kgserve_behind_haproxy(tmp_path: Path) -> None:
             results = asyncio.run(_burst(haproxy.url, 24, 200))
             assert [r[0] for r in results] == [200] * 24
             assert "kgserve1" not in {r[1] for r in results}
-            status, ready = servers[0].get_json("/readyz")
-            assert status == 200 and ready.get("ready"), ready
+            # kgserve 0 restarts its killed engine (backoff, then a fresh start: seconds on a loaded machine)
+            _, ready = servers[0].wait_ready(timeout_s=30)
+            assert ready.get("ready"), ready
     finally:
         cleanup_devices()
 
