@@ -96,10 +96,11 @@ async def test_closed_loop_levels_are_stable_and_summarised(server: tuple[str, B
     url, b = server
     b.delay = lambda n, t: 0.01
     updates: list[ProgressUpdate] = []
-    # A wide tolerance and many windows: on CI's two shared cores a stall of a few hundred ms in one window
-    # happens (this test failed once there at tolerance 0.5 / 6 windows); what is checked is that a steady
-    # server is found steady and summarised, not how steady the machine is.
-    load = tiny(tolerance=1.0, max_windows=12)
+    # Long windows, a wide tolerance and many windows: on CI's two shared cores the test process stalls for a
+    # few hundred ms now and then (this test failed there with 0.4 s windows at tolerance 0.5, 6 windows).
+    # A stall of up to 0.75 s in one 1 s window still leaves three windows agreeing within 1.0; what is checked
+    # is that a steady server is found steady and summarised, not how steady the machine is.
+    load = tiny(window_s=1.0, tolerance=1.0, max_windows=10)
     res = await run_load(url, load, QuerySource.from_dirs(seed=1), updates.append)
     assert [lv.concurrency for lv in res.levels] == [2, 4]
     assert b.peak <= 4
@@ -127,13 +128,17 @@ async def test_closed_loop_levels_are_stable_and_summarised(server: tuple[str, B
 async def test_fluctuating_server_is_flagged_unstable(server: tuple[str, Behaviour]) -> None:
     url, b = server
     t0 = time.monotonic()
-    # a server that keeps slowing down: its throughput never settles (whatever the windows' phase)
-    b.delay = lambda n, t: 0.005 * (1 + 6 * (t - t0))
-    res = await run_load(url, tiny(concurrency=(2,), tolerance=0.2, max_windows=5), QuerySource.from_dirs())
+    # A server whose throughput collapses: fast for 0.5 s, then each answer takes 1.5 s. (A gradual slowdown
+    # failed here on shared cores: stalls of the test process made three windows agree by chance.) With one
+    # worker no stall can make them agree: after 0.5 s its answers come at least 1.5 s apart (one request in
+    # flight, closed loop), so of any three consecutive 0.4 s windows (measuring starts after the 0.3 s warmup)
+    # the last two, which start after 0.5 s, hold at most one answer; a window without any never agrees.
+    b.delay = lambda n, t: 0.005 if t - t0 < 0.5 else 1.5
+    res = await run_load(url, tiny(concurrency=(1,), tolerance=0.2, max_windows=5), QuerySource.from_dirs())
     lv = res.levels[0]
     assert not lv.stable and lv.windows == 5
     assert res.unstable
-    assert max(lv.window_req_per_s) > 1.5 * min(lv.window_req_per_s)
+    assert 0.0 in lv.window_req_per_s
 
 
 async def test_open_loop_measures_from_intended_send_time(server: tuple[str, Behaviour]) -> None:
