@@ -147,7 +147,9 @@ class Engine:
         dev_s = dev_e = now
         end = now + wall
         if self.k.fixed_rps is None and steady.device_util > 0 and wall > 0:
-            dev_s, dev_e = self.device.reserve(steady.device_util * wall)
+            # from the round's start, which may be past: the device sat idle while this process rendered lines
+            # (its own last reservation ended by then), so the round's share of it starts there, not now
+            dev_s, dev_e = self.device.reserve(steady.device_util * wall, earliest=now)
             end = max(end, dev_e)
         self._round = (now, end, dt, dev_s, dev_e, steady)
 

@@ -201,9 +201,11 @@ class SharedDevice:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         self.path = Path(tempfile.gettempdir()) / f"kgserve-sim-device-{safe}.state"
 
-    def reserve(self, seconds: float) -> tuple[float, float]:
-        """Reserve `seconds` of device time (wall clock) as early as possible; returns (start, end)."""
-        now = time.time()
+    def reserve(self, seconds: float, earliest: float | None = None) -> tuple[float, float]:
+        """Reserve `seconds` of device time (wall clock) as early as possible, not before `earliest` (default:
+        now; a round that began while its process was still busy rendering passes its own start); returns
+        (start, end)."""
+        now = time.time() if earliest is None else earliest
         if self.private:
             start = max(now, self.busy_until)
             self.busy_until = start + seconds
