@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REFERENCE, analysis_query
-from tests.kgserve.sim.conftest import run_lines, write_cfg
+from tests.kgserve.sim.conftest import Sim, run_lines, write_cfg
 
 PROTOCOL = REFERENCE / "protocol"
 SAMPLES = sorted((REFERENCE / "samples" / "inputs").glob("*.json"))
@@ -111,9 +113,18 @@ def test_during_search_partials_then_one_final(tmp_path: Path) -> None:
     assert visits == sorted(visits) and visits[-1] == 3000
 
 
-def test_terminate_running_ack_comes_first(tmp_path: Path) -> None:
-    lines = (PROTOCOL / "terminate_running.in.jsonl").read_text().splitlines()
-    got = run_lines(write_cfg(tmp_path), lines, speed=5.0, pauses=[0.0, 0.5]).json_lines()
+def test_terminate_running_ack_comes_first(tmp_path: Path, start_sim: Callable[..., Sim]) -> None:
+    query, terminate = (PROTOCOL / "terminate_running.in.jsonl").read_text().splitlines()
+    sim = start_sim(write_cfg(tmp_path), speed=5.0)
+    sim.send(query)
+    # The engine answers lines in order and starts a query's search before it reads the next line: once this
+    # answer is back, the search runs. (A fixed pause after the query was not enough: on a loaded machine the
+    # engine was still starting, read both lines at once and the search had no visit yet when terminated.)
+    sim.send('{"id":"v","action":"query_version"}')
+    assert sim.readline()["id"] == "v"
+    time.sleep(0.5)  # search time: the engine counts late wake-ups as searching, so visits > 0 after this
+    sim.send(terminate)
+    got = sim.finish().json_lines()
     assert got[0] == {"action": "terminate", "id": "t1", "terminateId": "long"}
     assert len(got) == 2 and got[1]["id"] == "long" and got[1]["isDuringSearch"] is False
     assert 0 < got[1]["rootInfo"]["visits"] < 1000000  # type: ignore[index,operator]
