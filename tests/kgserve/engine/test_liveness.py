@@ -19,14 +19,17 @@ LONG = analysis_query("long", max_visits=10_000_000)
 
 
 async def test_a_stopped_engine_is_killed_and_restarted() -> None:
-    settings = pool_settings(1, liveness_interval_s=0.3, liveness_timeout_s=0.5)
+    # a 2 s probe timeout: with 0.5 s a loaded machine (this process stalled, not the engine) could make a probe
+    # of a healthy engine time out, and the test would see a restart of the engine it had not frozen yet
+    settings = pool_settings(1, liveness_interval_s=0.3, liveness_timeout_s=2.0)
     pool = EnginePool(settings, env=SIM_ENV)
     await pool.start()
     stopped: int | None = None
     try:
         await pool.wait_ready(60)
-        # a healthy engine answers the probes: several intervals pass without a restart
-        await asyncio.sleep(1.5)
+        # a healthy engine answers the probes: several intervals, longer than a probe's timeout, pass without a
+        # restart
+        await asyncio.sleep(3.0)
         assert pool.status()["engines"][0]["restarts"] == 0
         stream = pool.submit(make_query(LONG))
         stopped = pool.status()["engines"][0]["pid"]
