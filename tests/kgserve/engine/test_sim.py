@@ -177,16 +177,29 @@ async def check_missing_model_crash_loop(
     changed = settings.engine.backends[backend].model_copy(update={"model": missing})
     engine = settings.engine.model_copy(update={"backends": {**settings.engine.backends, backend: changed}})
     pool = EnginePool(settings.model_copy(update={"engine": engine}), env=env)
+    began = time.monotonic()
     await pool.start()
     try:
-        await asyncio.sleep(2.5)
+        # polled, not a fixed 2.5 s: a real KataGo on a loaded machine may take longer to fail, and a second
+        # failure must be in (the first restart's backoff has run), so that the reason tells of a crash loop
+        async with asyncio.timeout(60):
+            while not _crash_looped(pool, exit_status):  # noqa: ASYNC110 (the pool has no event for it)
+                await asyncio.sleep(0.05)
+            await asyncio.sleep(2.0)  # more backoffs: 0.3, 0.6, 0.6, ...
         status = pool.status()
         slot = status["engines"][0]
         assert not status["ready"] and f"status {exit_status}" in status["reason"]
-        assert slot["restarts"] <= 6  # 2.5 s with backoff 0.3, 0.6, 0.6, ...: no busy loop
+        # no busy loop: at most one restart per 0.3 s (the first backoff; the later ones are 0.6 s)
+        assert 1 <= slot["restarts"] <= 1 + (time.monotonic() - began) / 0.3
         assert any(missing.name in line for line in slot["last_stderr"])
     finally:
         await asyncio.wait_for(pool.close(1), 30)
+
+
+def _crash_looped(pool: EnginePool, exit_status: str) -> bool:
+    """Engine 0 failed with this exit status and has been restarted at least once."""
+    status = pool.status()
+    return f"status {exit_status}" in (status["reason"] or "") and int(status["engines"][0]["restarts"]) >= 1
 
 
 async def test_missing_model_crash_loop(tmp_path: Path) -> None:
@@ -221,17 +234,18 @@ async def test_mixed_load_with_aborts_and_a_crash_settles_every_stream() -> None
         for _, stream in streams:
             if not stream.aborted:
                 pool.abort(stream)
-        outcomes = {"finished": 0, "died": 0}
+        died_on: list[int] = []
         for turns, stream in streams:
             try:
                 lines = await asyncio.wait_for(stream.collect(), 30)
             except EngineDied:
-                outcomes["died"] += 1
+                died_on.append(stream.engine.index)
                 continue
-            outcomes["finished"] += 1
             docs = [json.loads(line) for line in lines]
             assert sorted(doc["turnNumber"] for doc in docs) == turns  # one final per turn: full, partial or noResults
-        assert outcomes["died"] >= 1 and outcomes["finished"] >= 100, outcomes
+        # only the killed engine's streams died (how many of them were still running at the kill depends on the
+        # machine's speed, so no count of finished streams is asserted)
+        assert died_on and set(died_on) == {0}, died_on
         for engine in pool.status()["engines"]:
             assert engine["outstanding_visits"] == 0 and engine["pending"] == 0
             assert engine["counters"].get("unrouted", 0) == 0
