@@ -82,9 +82,9 @@ async def test_an_interactive_query_overtakes_queued_batch_work(server: Any) -> 
                 while json.loads(await holder.recv()).get("isDuringSearch") is not True:
                     pass
             queued = []
-            for index in range(2):
+            for index in range(2):  # in KataGo's queue, in this order: each is written to its stdin before the next
                 queued.append(asyncio.create_task(batch(f"batch{index}")))
-                await asyncio.sleep(0.3)  # in KataGo's queue, in this order
+                await _until_sent_to_engine(client, 100_000 + 20 * (index + 1))
             await user.send(json.dumps(query("interactive", 20)))  # interactive: the WebSocket's default
             await _until_sent_to_engine(client, 100_000 + 3 * 20)
             await asyncio.sleep(0.5)  # kgserve wrote them to KataGo's stdin: give its reader thread time to queue them
