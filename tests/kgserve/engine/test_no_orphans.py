@@ -56,7 +56,7 @@ def test_engine_dies_when_its_parent_is_sigkilled(model_file: Path) -> None:
         assert engine_pid in engine_children(parent.pid)
         os.kill(parent.pid, signal.SIGKILL)  # no cleanup code of the parent runs
         parent.wait(10)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30  # polled: the kernel signals it at once, a loaded machine runs it later
         while pid_alive(engine_pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not pid_alive(engine_pid), f"engine {engine_pid} outlived its SIGKILLed parent"
