@@ -114,7 +114,10 @@ def test_small_grid_finds_the_sims_optimum(tmp_path: Path) -> None:
         *fixed,
         f"nnMaxBatchSize={','.join(map(str, grid))}",
         *load,
-        env={"KGSERVE_SIM_SPEED": "1"},
+        # a quarter speed: the best cfg's ~36 req/s (the model's 142 / 4), well within what kgserve and the load
+        # generator can carry on two busy cores. At speed 1 the machine, not the cfg, capped every job at
+        # 50-65 req/s under load, and the 1024 cfg (the model's 66) came out ahead of the best one
+        env={"KGSERVE_SIM_SPEED": "0.25"},
     )
     assert code == 0, out
     runs = runs_by_role(client_for(tmp_path), "job")
