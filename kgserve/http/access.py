@@ -71,12 +71,21 @@ def request_id(raw: bytes | None) -> str:
 _PLAIN = re.compile(r"[A-Za-z0-9/!$&'()*+,;:@._~-]*")  # the same set plus letters and digits: quote() is slow
 
 
+_SAFE_TEXT: dict[str, str] = {}  # log_safe of the short texts seen (methods, paths, outcomes, classes), bounded
+_SAFE_TEXT_MAX = 256
+
+
 def log_safe(value: object) -> str:
     """A value for a `key=value` log field: no space, no control character, no `=`, nothing non-ASCII."""
     if type(value) is int:
         return str(value)
     text = str(value)
-    return text if _PLAIN.fullmatch(text) else quote(text, safe=_LOG_SAFE)
+    safe = _SAFE_TEXT.get(text)
+    if safe is None:
+        safe = text if _PLAIN.fullmatch(text) else quote(text, safe=_LOG_SAFE)
+        if len(text) <= 64 and len(_SAFE_TEXT) < _SAFE_TEXT_MAX:  # a client's odd paths cannot grow it
+            _SAFE_TEXT[text] = safe
+    return safe
 
 
 class AccessMiddleware:

@@ -46,7 +46,7 @@ class Outbox:
         self._last_out = False  # the last message was handed to send
         self._flush_soon: asyncio.Handle | None = None
         self._waiting: SendCall | None = None  # a send that waits for the client
-        self._progress = asyncio.Event()
+        self._progress: asyncio.Event | None = None  # made when wait_sent has to wait (a slow client)
 
     @property
     def waiting_bytes(self) -> int:
@@ -107,7 +107,8 @@ class Outbox:
     def _sent(self, error: BaseException | None) -> None:
         self._in_flight = 0
         self.sent_messages += 1
-        self._progress.set()
+        if self._progress is not None:
+            self._progress.set()
         resumed = self._waiting is not None
         self._waiting = None
         if error is not None:
@@ -128,9 +129,10 @@ class Outbox:
             self._flush()
         while self._waiting is not None or self._flush_soon is not None:
             before = self.sent_messages
-            self._progress.clear()
+            progress = self._progress = self._progress or asyncio.Event()
+            progress.clear()
             try:
-                await asyncio.wait_for(self._progress.wait(), stall_s)
+                await asyncio.wait_for(progress.wait(), stall_s)
             except TimeoutError:
                 if self.sent_messages == before:
                     return False

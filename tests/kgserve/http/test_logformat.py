@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from kgserve import logformat
+from kgserve.http import access
 from kgserve.http.access import write_access_line
 from kgserve.logformat import FORMAT, LineHandler, SecondCachedFormatter, direct_handler
 
@@ -122,3 +123,14 @@ def test_without_an_event_loop_a_line_is_written_at_once() -> None:
     with plain_root() as (_handler, stream):
         write_access_line("request id=now")
         assert stream.getvalue().endswith("INFO kgserve.access: request id=now\n")
+
+
+def test_log_values_are_made_safe_the_same_way_every_time() -> None:
+    for _ in range(2):  # the second time from the cache of short texts
+        assert access.log_safe("/analysis") == "/analysis"
+        assert access.log_safe("POST") == "POST"
+        assert access.log_safe("a b=c\n\u00e9") == "a%20b%3Dc%0A%C3%A9"
+        assert access.log_safe(12) == "12"
+    for index in range(2 * access._SAFE_TEXT_MAX):  # a client sending ever new paths does not grow the cache
+        assert access.log_safe(f"/x y{index}") == f"/x%20y{index}"
+    assert len(access._SAFE_TEXT) <= access._SAFE_TEXT_MAX
