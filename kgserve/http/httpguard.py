@@ -89,10 +89,8 @@ def writes_holder(scope: Any) -> Callable[[], HeldWrites | None] | None:
     """What holds the request's writes for one batch of sends (kgserve.http.heldwrites); None when the server
     offers no such thing (then each message is written as it is sent)."""
     extension = (scope.get("extensions") or {}).get(CONNECTION_EXTENSION)
-    if not extension:
-        return None
-    holder: Callable[[], HeldWrites | None] | None = extension.get("hold_writes")
-    return holder
+    holder: Callable[[Any], HeldWrites | None] | None = extension.get("hold_writes") if extension else None
+    return partial(holder, scope) if holder is not None else None
 
 
 def on_disconnect(scope: Any, callback: Callable[[], None], *, forget: bool = False) -> bool:
@@ -198,6 +196,15 @@ class GuardedProtocol(HttpToolsProtocol):
         if self.cycle is None or self.cycle.disconnected or self.transport.is_closing():
             self._client_gone()
 
+    def _hold_writes(self, scope: Any) -> HeldWrites | None:
+        """Hold the writes of the request whose scope this is, when it is the connection's current one (not while
+        pipelined requests wait: then the current cycle is a later one). The scope refers to this method, not
+        to its cycle: a cycle referring to itself would leave each request's objects to the garbage collector."""
+        cycle = self.cycle
+        if cycle is None or getattr(cycle, "scope", None) is not scope:
+            return None
+        return hold_writes(cycle, self.transport)
+
     def _client_gone(self) -> None:
         callbacks = list(self._on_disconnect)
         self._on_disconnect.clear()
@@ -240,7 +247,7 @@ class GuardedProtocol(HttpToolsProtocol):
             extensions[CONNECTION_EXTENSION] = {
                 "abort": self._reset,
                 "on_disconnect": self._watch_disconnect,
-                "hold_writes": partial(hold_writes, cycle, self.transport),
+                "hold_writes": self._hold_writes,
             }
             if cycle.more_body:
                 self._arm(self.limits.body_timeout_s, self._body_timeout)
