@@ -36,7 +36,7 @@ from kgbench.bench.hotclient import RoundResult, closed_loop
 from kgbench.bench.hotservers import ServerProcess, bare_server, kgserve_server, standin_settings
 from kgbench.load.traffic import QuerySource, build_query
 
-__all__ = ["Workload", "main", "workloads"]
+__all__ = ["LARGE", "POLICY", "SMALL", "Workload", "main", "single_bodies", "workloads"]
 
 
 @dataclass(frozen=True)
@@ -57,11 +57,13 @@ def _positions(extra: dict[str, Any], count: int, seed: int = 0) -> Iterator[dic
         yield body
 
 
-def _single(extra: dict[str, Any], count: int = 2000) -> Callable[[], list[bytes]]:
-    def make() -> list[bytes]:
-        return [_encode(body) for body in _positions(extra, count)]
+def single_bodies(extra: dict[str, Any], count: int = 2000) -> list[bytes]:
+    """``count`` single-query bodies on distinct positions, ``extra`` fields set (e.g. SMALL)."""
+    return [_encode(body) for body in _positions(extra, count)]
 
-    return make
+
+def _single(extra: dict[str, Any], count: int = 2000) -> Callable[[], list[bytes]]:
+    return lambda: single_bodies(extra, count)
 
 
 def _encode(body: dict[str, Any]) -> bytes:
@@ -190,36 +192,6 @@ def _row(
     )
 
 
-async def scaling(rounds: int, seconds: float, counts: tuple[int, ...] = (1, 2), concurrency: int = 256) -> str:
-    """kgserve with 1 and 2 front-end processes (server.workers; two sim engines either way), 1 KB queries."""
-    bodies = _single(SMALL)()
-    cells: dict[int, Cell] = {count: Cell() for count in counts}
-    with ExitStack() as stack:
-        servers = {}
-        for count in counts:
-            base = sim_settings(max(counts))
-            settings = base.model_copy(update={"server": base.server.model_copy(update={"workers": count})})
-            servers[count] = stack.enter_context(kgserve_server(settings, sim_env(0, device=f"workers{count}")))
-        for index in range(rounds):
-            for count in counts if index % 2 == 0 else counts[::-1]:
-                result, cpu = await _round(servers[count], bodies, concurrency, seconds)
-                cells[count].rounds.append(result)
-                cells[count].cpu_s.append(cpu)
-    rows = [
-        "| front-end processes | req/s | p50 / p99 ms | kgserve CPU µs / query | errors |",
-        "|---:|---:|---:|---:|---:|",
-    ]
-    for count, cell in cells.items():
-        rows.append(
-            f"| {count} | {cell.median(lambda r: r.req_per_s):,.0f} | {cell.median(lambda r: r.p50_ms):.1f} / "
-            f"{cell.median(lambda r: r.p99_ms):.1f} | {cell.cpu_us_per_query(1):,.0f} "
-            f"| {sum(r.errors for r in cell.rounds)} |"
-        )
-    return f"#### server.workers (1 KB queries, {concurrency} in flight, {max(counts)} sim engines)\n\n" + "\n".join(
-        rows
-    )
-
-
 HEADER = (
     "| workload | in flight | answer bytes (sim / stand-in) | bare req/s | kgserve+sim req/s "
     "| kgserve+stand-in req/s | sim / bare | **stand-in / bare** | bare p50 / p99 ms | kgserve+sim p50 / p99 ms "
@@ -232,11 +204,9 @@ HEADER = (
 async def suite(args: argparse.Namespace) -> str:
     started = time.monotonic()
     rows = []
-    for work in [] if args.only_workers else workloads(args.quick):
+    for work in workloads(args.quick):
         rows.extend(await measure(work, args.rounds, args.seconds))
         print(rows[-1], file=sys.stderr, flush=True)
-    if args.workers or args.only_workers:
-        rows.append("\n" + await scaling(args.rounds, args.seconds))
     return (
         f"### kgserve hot path vs the bare ASGI stack\n\n{machine_line()}; {args.rounds} alternating rounds of "
         f"{args.seconds:g} s per cell, medians\n\n{HEADER}\n" + "\n".join(rows) + "\n\n"
@@ -249,8 +219,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds per cell")
     p.add_argument("--seconds", type=float, default=4.0, help="measured seconds per round (after 0.5 s warm-up)")
     p.add_argument("--quick", action="store_true", help="the two single-query workloads only")
-    p.add_argument("--workers", action="store_true", help="also kgserve with 1 and 2 front-end processes")
-    p.add_argument("--only-workers", action="store_true", help="the server.workers comparison alone")
     return p.parse_args(argv)
 
 

@@ -26,6 +26,7 @@ from mlflow.tracking import MlflowClient
 from kgbench.decide import runs as runlib
 from kgbench.decide.reportplots import concurrency_plot, pareto_plot
 from kgbench.decide.selection import RULE, Selection, choose_winner
+from kgbench.track.coldstart import ColdStart, cold_start
 
 __all__ = ["Report", "build_table", "main", "markdown_table", "write_report"]
 
@@ -128,19 +129,14 @@ def _series(client: MlflowClient, runs: list[Run], key: str) -> dict[str, dict[i
     return out
 
 
-def _cold_start_line(table: pd.DataFrame) -> str:
-    """What every job started from: its own kgserve and engines, an empty NN cache, no position repeated."""
-    repeats = pd.to_numeric(table.get("repeat_rate", pd.Series(dtype=float)), errors="coerce").dropna()
-    worst = f"{repeats.max():.1%}" if not repeats.empty else "-"
-    return (
-        "- cold start: every job started its own kgserve and engines (NN cache empty; `engine_start_s` is the "
-        "start-up, with TensorRT the engine build or its cache load), so no job can hit a position cached by "
-        f"another; highest position repeat rate within a job: {worst}"
-    )
-
-
 def _summary(
-    sweep_id: str, parent: Run, table: pd.DataFrame, columns: list[str], winner: str | None, decision: str | None
+    sweep_id: str,
+    parent: Run,
+    table: pd.DataFrame,
+    columns: list[str],
+    winner: str | None,
+    decision: str | None,
+    start: ColdStart,
 ) -> str:
     simulated = bool(table["simulated"].any()) if not table.empty else False
     lines = [
@@ -150,7 +146,7 @@ def _summary(
         f"- report written: {datetime.now(UTC).isoformat(timespec='seconds')}",
         f"- runs: {len(table)} ({int((table['status'] == 'FINISHED').sum()) if not table.empty else 0} finished)",
         f"- promote rule: {RULE}",
-        _cold_start_line(table),
+        *start.lines(),
     ]
     if simulated:
         lines.append("- **SIMULATED**: some runs used kgserve.sim, not KataGo on a GPU; their numbers are not real.")
@@ -217,7 +213,13 @@ def write_report(client: MlflowClient, parent: Run, out_dir: Path, log_to_mlflow
     )  # fmt: skip
     files["summary"].write_text(
         _summary(
-            sweep_id, parent, table, shown, winner, selection.decision.explanation if selection.decision else None
+            sweep_id,
+            parent,
+            table,
+            shown,
+            winner,
+            selection.decision.explanation if selection.decision else None,
+            cold_start(runs),
         ),
         encoding="utf-8",
     )

@@ -4,13 +4,19 @@ A position = (game, prefix length, board symmetry, komi). Every prefix of every 
 (for setups without moves: just the setup), times the 8 symmetries of the square board, times a few komi
 values around the game's komi. Positions are served in a seeded random order and only repeat after the whole
 set was used once; ``QuerySource.repeat_rate`` reports how often a position repeated.
+
+The order is a series of passes, each a fresh shuffle of every position: offset ``o`` of the stream is position
+``o % size`` of pass ``o // size``. A source walks its own offsets 0, 1, 2, ... unless it is given others: the
+jobs of a sweep take theirs from the sweep's ledger (kgbench.load.ledger), so that no two jobs send the same
+position until the sweep has sent every one.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -133,7 +139,10 @@ def build_query(game: Game, prefix: int, symmetry: int, komi: float) -> dict[str
 
 
 class QuerySource:
-    """Endless stream of distinct positions; ``next()`` -> (position key, query body without id/maxVisits)."""
+    """Endless stream of distinct positions; ``next()`` -> (position key, query body without id/maxVisits).
+
+    ``offsets``: where in the seeded order this source reads (default 0, 1, 2, ...; a sweep's job: the blocks its
+    ledger reserves for it, increasing). An offset past the first pass is a repeat."""
 
     def __init__(
         self,
@@ -142,6 +151,7 @@ class QuerySource:
         seed: int = 0,
         symmetries: int = 8,
         komi_offsets: Sequence[float] = DEFAULT_KOMI_OFFSETS,
+        offsets: Iterator[int] | None = None,
     ) -> None:
         if not 1 <= symmetries <= 8:
             raise ValueError("symmetries must be 1..8")
@@ -150,7 +160,7 @@ class QuerySource:
         self.games = list(games)
         self.komi_offsets = tuple(float(k) for k in komi_offsets)
         self.symmetries = symmetries
-        self._rng = random.Random(seed)
+        self.seed = seed
         self._positions = [
             Position(g, p, s, k)
             for g, game in enumerate(self.games)
@@ -159,8 +169,10 @@ class QuerySource:
             for k in range(len(self.komi_offsets))
         ]
         self._full: dict[tuple[int, int], dict[str, Any]] = {}
+        self._offsets = offsets if offsets is not None else itertools.count()
+        self._rng = random.Random(seed)
+        self._pass = -1  # the pass whose shuffle is in self._order (passes are drawn in turn from self._rng)
         self._order: list[int] = []
-        self._seen: set[int] = set()
         self.sent = 0
         self.repeats = 0
 
@@ -188,19 +200,27 @@ class QuerySource:
         body["komi"] = game.komi + self.komi_offsets[pos.komi_index]
         return body
 
-    def next(self) -> tuple[str, dict[str, Any]]:
-        if not self._order:
+    def _shuffled(self, number: int) -> list[int]:
+        """Pass ``number`` of the order. Offsets only grow, so earlier passes are dropped (and redrawn from the
+        seed in the rare case of a step back)."""
+        if number < self._pass:
+            self._rng, self._pass = random.Random(self.seed), -1
+        while self._pass < number:
             self._order = list(range(len(self._positions)))
             self._rng.shuffle(self._order)
-        index = self._order.pop()
+            self._pass += 1
+        return self._order
+
+    def next(self) -> tuple[str, dict[str, Any]]:
+        number, at = divmod(next(self._offsets), len(self._positions))
+        index = self._shuffled(number)[-1 - at]  # from the end of each shuffle: the order of earlier versions
         self.sent += 1
-        if index in self._seen:
+        if number > 0:
             self.repeats += 1
-        else:
-            self._seen.add(index)
         pos = self._positions[index]
         return self.key(pos), self.query(pos)
 
     def repeat_rate(self) -> float:
-        """Share of the positions handed out so far that had been handed out before in this source."""
+        """Share of the positions handed out so far that had been handed out before (by this source, or with a
+        ledger's offsets by any job of the sweep)."""
         return self.repeats / self.sent if self.sent else 0.0

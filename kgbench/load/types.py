@@ -241,7 +241,7 @@ class LoadResult:
     mode: Mode
     levels: list[LevelSummary]
     records: list[RequestRecord]
-    position_repeat_rate: float  # share of sent queries whose position was already sent in this run
+    position_repeat_rate: float  # share of sent queries whose position was sent before (in a sweep: by any job)
     unstable: bool  # some level hit max_windows without its last windows agreeing
     invalid: bool  # the load generator could not keep up (see invalid_reason); figures are not the server's
     invalid_reason: str | None

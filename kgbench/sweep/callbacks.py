@@ -23,6 +23,7 @@ from omegaconf import DictConfig
 
 from kgbench.sweep import state
 from kgbench.track import summary, tracking
+from kgbench.track.coldstart import cold_start
 from kgbench.track.mlflow_ui import runs_url
 
 __all__ = [
@@ -120,7 +121,9 @@ class KgbenchCallback(Callback):
         ok = bool((frame["status"] == "FINISHED").any()) if not frame.empty else False
         state.set_sweep_result(total=len(frame), succeeded=int((frame["status"] == "FINISHED").sum()))
         text = summary.format_table(frame)
-        print(f"\nkgbench sweep: {len(frame)} job(s), sorted by req/s\n{text}\n", flush=True)
+        start = cold_start(runs)
+        lines = "\n".join(line.removeprefix("- ") for line in start.lines())
+        print(f"\nkgbench sweep: {len(frame)} job(s), sorted by req/s\n{text}\n{lines}\n", flush=True)
         print(f"kgbench: the runs in `mlflow ui`: {runs_url(self.experiment_id, tracking.tracking_uri())}", flush=True)
         best = frame["req/s"].max() if not frame.empty else math.nan
         with tempfile.TemporaryDirectory() as tmp:
@@ -131,6 +134,9 @@ class KgbenchCallback(Callback):
             client.log_artifact(self.parent_run_id, str(Path(tmp) / "summary.csv"))
         if math.isfinite(best):
             client.log_metric(self.parent_run_id, "best_req_per_s", float(best))
+        if start.from_ledger:  # the sweep-level count: positions sent twice over all its jobs
+            client.log_metric(self.parent_run_id, "positions_sent", float(start.sent))
+            client.log_metric(self.parent_run_id, "position_repeats", float(start.repeats))
         tracking.finish_run(client, self.parent_run_id, ok)
         if not ok:
             _note("no job of this sweep succeeded (see the reasons above)")

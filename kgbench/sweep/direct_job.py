@@ -75,6 +75,7 @@ async def _wait_ready(pool: Any, timeout_s: float, collector: _LineCollector, pr
 async def _run(
     prepared: Prepared,
     load: LoadSettings,
+    queries: QuerySource,
     collector: _LineCollector,
     run: JobRun,
     progress: JobProgress,
@@ -95,7 +96,6 @@ async def _run(
             tags["katago_version"] = str(status["katago_version"])
         run.set_tags(tags)
         progress.stage(f"{prepared.engines} engine(s) ready after {start_s:.1f} s; measuring (direct pipe)")
-        queries = QuerySource.from_dirs(seed=load.seed)
         with GpuSampler() as gpu:
             result = await run_direct(pool, load, queries, progress.update, on_level)
         extra.update(gpu.metrics())
@@ -108,6 +108,7 @@ async def _run(
 def via_direct(
     prepared: Prepared,
     load: LoadSettings,
+    queries: QuerySource,
     job_dir: Path,
     run: JobRun,
     progress: JobProgress,
@@ -117,7 +118,7 @@ def via_direct(
     collector = _LineCollector(job_dir / "kgserve_stderr.log")  # the engines' stderr: the file, not the terminal
     progress.stage(f"starting {prepared.engines} {prepared.backend} engine(s) in-process (transport=direct)")
     try:
-        result, extra = asyncio.run(_run(prepared, load, collector, run, progress, on_level))
+        result, extra = asyncio.run(_run(prepared, load, queries, collector, run, progress, on_level))
     finally:
         collector.close()
     extra.update(parse_nn_stats(collector.text()))

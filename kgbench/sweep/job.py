@@ -39,6 +39,7 @@ class JobContext:
     parent_run_id: str | None = None
     sweep_id: str | None = None
     job_key: str | None = None  # set by a remote launcher (kgbench.sweep.lost_jobs)
+    sweep_dir: Path | None = None  # a multirun's folder: its ledger shares the positions out between the jobs
 
     @property
     def label(self) -> str:
@@ -65,6 +66,9 @@ def context_from_hydra() -> JobContext:
         parent_run_id=os.environ.get(ENV_PARENT) if multirun else None,
         sweep_id=os.environ.get(ENV_SWEEP) if multirun else None,
         job_key=os.environ.get(ENV_JOB_KEY) if multirun else None,
+        # absolute, as the launchers resolve it (the PBS launcher on the submitting host): every job's ledger is
+        # the one file next to the job folders
+        sweep_dir=Path(str(hc.sweep.dir)).resolve() if multirun else None,
     )
 
 
@@ -97,7 +101,8 @@ def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
         "gpu_name": gpu_name() or "none",
         "kgbench.unstable": "false",
         "kgbench.invalid": "false",
-        # every job starts its own kgserve: no engine, NN cache or position carries over from another job
+        # every job starts its own kgserve: no engine or NN cache carries over from another job (and in a sweep
+        # no position either: kgbench.sweep.positions)
         "kgbench.cold_start": "true",
         **({"kgbench.build_group": key} if (key := build_key(section_of_top(cfg))) else {}),
     }
@@ -121,7 +126,7 @@ def _execute(cfg: DictConfig, ctx: JobContext, run: tracking.JobRun, progress: J
     check_engine_files(prepared)
     if prepared.mode == "engine":
         return modes.engine_mode(cfg, prepared, ctx.job_dir, run, progress)
-    return modes.load_mode(cfg, prepared, ctx.job_dir, run, progress)
+    return modes.load_mode(cfg, prepared, ctx.job_dir, run, progress, ctx.sweep_dir, f"{ctx.job_index}: {ctx.label}")
 
 
 def run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:

@@ -21,6 +21,7 @@ from kgbench.load.traffic import QuerySource
 from kgbench.load.types import HttpTarget, LevelHook, LoadResult, LoadSettings
 from kgbench.search.trial import TrialLink
 from kgbench.sweep.direct_job import via_direct
+from kgbench.sweep.positions import job_queries, position_metrics
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.spec import Prepared, section
 from kgbench.targets.kgserve_process import (
@@ -92,6 +93,7 @@ def _load_settings(cfg: DictConfig) -> LoadSettings:
 def _via_kgserve(
     prepared: Prepared,
     load: LoadSettings,
+    queries: QuerySource,
     job_dir: Path,
     run: JobRun,
     progress: JobProgress,
@@ -110,7 +112,6 @@ def _via_kgserve(
         run.log_metrics({"engine_start_s": start_s})
         run.set_tags(_ready_tags(ready))
         progress.stage(f"ready after {start_s:.1f} s at {proc.url}; measuring")
-        queries = QuerySource.from_dirs(seed=load.seed)
         assert proc.url is not None
         with GpuSampler() as gpu:
             result = asyncio.run(run_load(HttpTarget(proc.url), load, queries, progress.update, on_level))
@@ -122,9 +123,20 @@ def _via_kgserve(
     return result, extra, proc.unused_key_reason() if proc.unused_keys else None
 
 
-def load_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, progress: JobProgress) -> float:
+def load_mode(
+    cfg: DictConfig,
+    prepared: Prepared,
+    job_dir: Path,
+    run: JobRun,
+    progress: JobProgress,
+    sweep_dir: Path | None = None,
+    job: str = "",
+) -> float:
+    """``sweep_dir``: the multirun's folder, whose ledger shares the positions out between the jobs (None: a single
+    run, its own positions); ``job``: how the ledger names this job."""
     load = _load_settings(cfg)
-    run.set_tags(_model_tags(prepared))
+    queries, position_tags = job_queries(load.seed, sweep_dir, job)
+    run.set_tags({**_model_tags(prepared), **position_tags})
     link = TrialLink.from_cfg(cfg)  # launched by the Optuna sweeper: report every level to the trial
     if link is not None:
         run.set_tags({"optuna.study": str(cfg.search.study), "optuna.trial": str(link.number)})
@@ -132,9 +144,10 @@ def load_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, p
     log_path = job_dir / "kgserve_stderr.log"
     try:
         if prepared.transport == "direct":
-            result, extra, unused = via_direct(prepared, load, job_dir, run, progress, hook)
+            result, extra, unused = via_direct(prepared, load, queries, job_dir, run, progress, hook)
         else:
-            result, extra, unused = _via_kgserve(prepared, load, job_dir, run, progress, hook)
+            result, extra, unused = _via_kgserve(prepared, load, queries, job_dir, run, progress, hook)
+        extra.update(position_metrics(queries))
     finally:
         log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
         if cache := trt_cache_status(log_text):  # TensorRT timing cache hit or miss, from the engine's log

@@ -115,8 +115,10 @@ def test_report_shows_intervals_knees_and_the_tie_decision(store: Store, tmp_pat
             "noise", name, backend="cuda",
             metrics={**OK, "req_per_s": rps, "p99_ms": p99, "req_per_s_ci_low": low, "req_per_s_ci_high": high,
                      "goodput_per_s": rps * 0.9, "slo_ms": 1500.0, "knee_concurrency": 16.0,
-                     "engine_start_s": 42.0},
+                     "engine_start_s": 42.0, "position_repeat_rate": 0.0, "positions_sent": 500.0,
+                     "position_repeats": 0.0, "positions_distinct": 13400.0},
             params={"katago.nnMaxBatchSize": "64" if name == "fast" else "32"},
+            tags={"kgbench.cold_start": "true", "kgbench.positions": "sweep"},
             series={"level_req_per_s": levels, "level_req_per_s_ci_low": {c: v * 0.9 for c, v in levels.items()},
                     "level_req_per_s_ci_high": {c: v * 1.1 for c, v in levels.items()}},
         )  # fmt: skip
@@ -128,5 +130,6 @@ def test_report_shows_intervals_knees_and_the_tie_decision(store: Store, tmp_pat
     assert table.loc[table["winner"], "run_id"].tolist() == [ids["steady"]]  # tied on req/s, lower p99
     summary = (out / "summary.md").read_text()
     assert "tied within noise" in summary and "lowest p99" in summary
-    assert "cold start: every job started its own kgserve" in summary
+    assert "cold start: 2 of 2 jobs started their own kgserve and engines (kgserve restarted" in summary
+    assert "positions: unique across the sweep: 1,000 sent by 2 jobs, none twice" in summary
     _assert_real_png(out / "throughput_vs_concurrency.png")

@@ -11,10 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
 from kgbench.decide import promote, report
+from kgbench.load.ledger import LEDGER_NAME
 from kgbench.sweep.pbs_cluster import PBSOptions, cluster_kwargs, resource_spec
 from kgserve.settings import load_settings
 
@@ -114,6 +116,13 @@ def test_sweep_on_pbs_nodes_survives_a_deleted_job(
         assert run.data.tags["pbs_job_id"].endswith(".stub")
     assert lost.data.tags["pbs_job_id"] == victim
     assert "kgbench sweep: 3 job(s)" in output
+
+    # jobs on several nodes at once draw their positions from the sweep's one ledger, on the shared filesystem
+    reservations = (tmp_path / "multirun" / LEDGER_NAME).read_text().splitlines()[1:]
+    assert {"0", "2"} <= {line.rsplit("job=", 1)[1].split(":")[0] for line in reservations}
+    sent = [set(pd.read_csv(path)["position"]) for path in (tmp_path / "multirun").glob("*/requests.csv")]
+    assert len(sent) == 2 and not sent[0] & sent[1]
+    assert all(r.data.tags["kgbench.positions"] == "sweep" and r.data.metrics["position_repeats"] == 0 for r in done)
 
     # promote and report read the sweep from the server, artifacts included, as from a local store
     common = ["--tracking-uri", mlflow_server, "--experiment", EXPERIMENT]

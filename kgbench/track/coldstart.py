@@ -1,0 +1,87 @@
+"""What a sweep's jobs started from, read back from their runs: each its own kgserve and engines (the tag
+`kgbench.cold_start`), and whether any position was sent twice in the sweep (kgbench.sweep.positions). The report
+and the end-of-sweep summary state it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from mlflow.entities import Run
+
+from kgbench.load.ledger import LEDGER_NAME
+
+__all__ = ["POSITIONS_TAG", "ColdStart", "cold_start"]
+
+POSITIONS_TAG = "kgbench.positions"  # "sweep": reserved in the sweep's ledger; "run": the job's own stream
+
+
+@dataclass(frozen=True)
+class ColdStart:
+    jobs: int  # runs of the sweep
+    cold: int  # of them, tagged kgbench.cold_start=true: their own kgserve and engines
+    load_jobs: int  # runs that sent positions (mode=load; mode=engine runs `katago benchmark`'s own)
+    from_ledger: int  # of them, positions reserved in the sweep's ledger
+    sent: int  # positions handed out by the jobs that counted them
+    repeats: int  # of them, handed out before in the sweep (the sweep used every distinct position)
+    distinct: int | None  # distinct positions of the traffic
+
+    def lines(self) -> list[str]:
+        """Markdown list items for a report's summary."""
+        return [self._cold_line(), self._positions_line()]
+
+    def _cold_line(self) -> str:
+        line = (
+            f"- cold start: {self.cold} of {self.jobs} jobs started their own kgserve and engines (kgserve "
+            "restarted: empty NN cache, `engine_start_s` is the start-up, with TensorRT the engine build or its "
+            "cache load)"
+        )
+        if self.cold < self.jobs:
+            line += f"; {self.jobs - self.cold} recorded no `kgbench.cold_start` (a kgbench before the tag)"
+        return line
+
+    def _positions_line(self) -> str:
+        if self.load_jobs == 0:
+            return "- positions: no job sent positions (mode=engine: `katago benchmark` uses its own)"
+        own = self.load_jobs - self.from_ledger
+        if self.from_ledger == 0:
+            return (
+                f"- positions: not checked across jobs: the {own} job(s) drew their own positions (a kgbench "
+                "before the sweep's ledger), so a job may have sent positions another job sent"
+            )
+        ledger = (
+            f"each job reserved its share of one order in the sweep's ledger (`{LEDGER_NAME}` in the multirun folder)"
+        )
+        if self.repeats == 0:
+            sent = f"{self.sent:,} sent by {self.from_ledger} job{'s' if self.from_ledger != 1 else ''}"
+            line = f"- positions: unique across the sweep: {sent}, none twice; {ledger}"
+        else:
+            distinct = f" {self.distinct:,}" if self.distinct else ""
+            line = (
+                f"- positions: **{self.repeats:,} of {self.sent:,} were repeats**: the jobs used up the{distinct} "
+                f"distinct positions and started the order again (per job: `position_repeat_rate`); {ledger}. An "
+                "engine's NN cache does not outlive its job, but an HTTP or OS cache could favour the later jobs"
+            )
+        if own:
+            line += f"; {own} job(s) drew their own positions (a kgbench before the ledger): not counted"
+        return line
+
+
+def cold_start(runs: Iterable[Run]) -> ColdStart:
+    jobs = cold = load_jobs = from_ledger = sent = repeats = 0
+    distinct: int | None = None
+    for run in runs:
+        tags, metrics = run.data.tags, run.data.metrics
+        jobs += 1
+        cold += tags.get("kgbench.cold_start") == "true"
+        if "position_repeat_rate" not in metrics and "positions_sent" not in metrics:
+            continue
+        load_jobs += 1
+        if tags.get(POSITIONS_TAG) != "sweep":
+            continue
+        from_ledger += 1
+        sent += int(metrics.get("positions_sent", 0))
+        repeats += int(metrics.get("position_repeats", 0))
+        if "positions_distinct" in metrics:
+            distinct = int(metrics["positions_distinct"])
+    return ColdStart(jobs, cold, load_jobs, from_ledger, sent, repeats, distinct)
