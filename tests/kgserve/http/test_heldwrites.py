@@ -129,16 +129,19 @@ async def _post(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body
 
 def _request_garbage(port: int) -> list[object]:
     """What the collector finds of this server's requests: their uvicorn cycles, scopes and held writes (other
-    garbage, e.g. an earlier test's app going away meanwhile, is not theirs)."""
+    garbage, e.g. an earlier test's server going away meanwhile, is not theirs)."""
     gc.set_debug(gc.DEBUG_SAVEALL)
     try:
         gc.collect()
-        found: list[object] = [
-            item
-            for item in gc.garbage
-            if isinstance(item, RequestResponseCycle | HeldWrites)
-            or (isinstance(item, dict) and item.get("type") == "http" and (item.get("server") or (None, 0))[1] == port)
-        ]
+        found: list[object] = []
+        for item in gc.garbage:
+            scope = item.scope if isinstance(item, RequestResponseCycle) else item
+            if isinstance(item, HeldWrites) or (
+                isinstance(scope, dict)
+                and scope.get("type") == "http"
+                and (scope.get("server") or (None, 0))[1] == port
+            ):
+                found.append(item)
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
