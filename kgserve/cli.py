@@ -26,7 +26,7 @@ from typing import Any
 import uvicorn
 
 from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
-from kgserve.logformat import FORMAT, SecondCachedFormatter
+from kgserve.logformat import LineHandler
 from kgserve.preflight import startup_problems
 from kgserve.settings import ConfigError, Settings, load_settings
 from kgserve.workers import parse_worker, supervise, worker_settings
@@ -148,9 +148,8 @@ def _logging(level: str) -> None:
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(SecondCachedFormatter(FORMAT))
-    logging.basicConfig(level=level.upper(), handlers=[handler])
+    # LineHandler: logging's StreamHandler and format, plus a direct path for the access lines (kgserve.logformat)
+    logging.basicConfig(level=level.upper(), handlers=[LineHandler(sys.stderr)])
 
 
 def _worker_argv(args: argparse.Namespace, settings: Settings) -> list[str]:

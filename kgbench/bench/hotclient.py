@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -29,6 +30,7 @@ class RoundResult:
     wall_s: float
     latencies_ms: list[float]
     client_cpu_s: float  # this process's CPU time over the measured window
+    server_cpu_s: float = math.nan  # the server's CPU time over the same window (closed_loop's server_cpu)
 
     @property
     def req_per_s(self) -> float:
@@ -65,9 +67,19 @@ def _cpu_s() -> float:
 
 
 async def closed_loop(
-    url: str, bodies: list[bytes], concurrency: int, seconds: float, timeout_s: float = 60.0
+    url: str,
+    bodies: list[bytes],
+    concurrency: int,
+    seconds: float,
+    timeout_s: float = 60.0,
+    *,
+    server_cpu: Callable[[], float] | None = None,
 ) -> RoundResult:
-    """``concurrency`` workers post ``bodies`` (in turn) for WARMUP_S + ``seconds``; the last ``seconds`` count."""
+    """``concurrency`` workers post ``bodies`` (in turn) for WARMUP_S + ``seconds``; the last ``seconds`` count.
+
+    ``server_cpu``: the server's CPU seconds so far, read at the start and the end of the measured window
+    (so that the server's CPU per request counts neither the warm-up nor the requests still in flight at the
+    end, as the requests counted do not)."""
     counter = itertools.count()
     latencies: list[float] = []
     errors = [0]
@@ -97,11 +109,13 @@ async def closed_loop(
         tasks = [asyncio.create_task(worker(session)) for _ in range(concurrency)]
         await asyncio.sleep(WARMUP_S)
         measuring[0] = True
+        server0 = server_cpu() if server_cpu is not None else math.nan
         cpu0, wall0 = _cpu_s(), time.perf_counter()
         await asyncio.sleep(seconds)
         stop[0] = True
         cpu1, wall1 = _cpu_s(), time.perf_counter()
+        server1 = server_cpu() if server_cpu is not None else math.nan
         _, pending = await asyncio.wait(tasks, timeout=timeout_s)
         for task in pending:
             task.cancel()
-    return RoundResult(len(latencies), errors[0], wall1 - wall0, latencies, cpu1 - cpu0)
+    return RoundResult(len(latencies), errors[0], wall1 - wall0, latencies, cpu1 - cpu0, server1 - server0)

@@ -14,8 +14,9 @@ over the rounds and the median of the per-round ratios to the bare stack. Worklo
 (``maxVisits 1``, policy and ownership: conf/load/policy.yaml).
 
 CPU per query is the server process's own CPU time (``/proc/<pid>/stat`` via psutil; the engine, a child
-process, sim or stand-in, is not counted) over the round divided by the queries answered. The client's
-headroom is its ceiling: the req/s it would reach with one core to itself (requests / its CPU seconds).
+process, sim or stand-in, is not counted) over a round's measured window (no warm-up) divided by the queries
+answered in it. The client's headroom is its ceiling: the req/s it would reach with one core to itself
+(requests / its CPU seconds).
 """
 
 from __future__ import annotations
@@ -134,9 +135,8 @@ class Cell:
 async def _round(
     server: ServerProcess, bodies: list[bytes], concurrency: int, seconds: float
 ) -> tuple[RoundResult, float]:
-    cpu0 = server.cpu_s()
-    result = await closed_loop(server.url + "/analysis", bodies, concurrency, seconds)
-    return result, server.cpu_s() - cpu0
+    result = await closed_loop(server.url + "/analysis", bodies, concurrency, seconds, server_cpu=server.cpu_s)
+    return result, result.server_cpu_s
 
 
 async def measure(work: Workload, rounds: int, seconds: float) -> list[str]:

@@ -24,8 +24,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kgserve.http.auth import TokenAuth
 from kgserve.http.metrics import Metrics
+from kgserve.logformat import direct_handler
 
-__all__ = ["AccessMiddleware", "log_safe", "outcome_for_status", "request_id"]
+__all__ = ["AccessMiddleware", "log_safe", "outcome_for_status", "request_id", "write_access_line"]
 
 log = logging.getLogger("kgserve.access")
 _OUTCOMES = {
@@ -46,6 +47,16 @@ def outcome_for_status(status: int | None) -> str:
     return _OUTCOMES.get(status, "error" if status >= 500 else f"http_{status}")
 
 
+def write_access_line(line: str) -> None:
+    """One access line (logger kgserve.access, INFO): straight to kgserve's stderr handler when nothing else
+    could see the record (kgserve.logformat.direct_handler), else through logging."""
+    handler = direct_handler(log)
+    if handler is not None:
+        handler.write_line(log.name, line)
+    else:
+        log.info("%s", line)
+
+
 _SAFE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")
 _LOG_SAFE = "/!$&'()*+,;:@-._~"  # kept as they are in a log value; everything else is %XX
 
@@ -60,12 +71,21 @@ def request_id(raw: bytes | None) -> str:
 _PLAIN = re.compile(r"[A-Za-z0-9/!$&'()*+,;:@._~-]*")  # the same set plus letters and digits: quote() is slow
 
 
+_SAFE_TEXT: dict[str, str] = {}  # log_safe of the short texts seen (methods, paths, outcomes, classes), bounded
+_SAFE_TEXT_MAX = 256
+
+
 def log_safe(value: object) -> str:
     """A value for a `key=value` log field: no space, no control character, no `=`, nothing non-ASCII."""
     if type(value) is int:
         return str(value)
     text = str(value)
-    return text if _PLAIN.fullmatch(text) else quote(text, safe=_LOG_SAFE)
+    safe = _SAFE_TEXT.get(text)
+    if safe is None:
+        safe = text if _PLAIN.fullmatch(text) else quote(text, safe=_LOG_SAFE)
+        if len(text) <= 64 and len(_SAFE_TEXT) < _SAFE_TEXT_MAX:  # a client's odd paths cannot grow it
+            _SAFE_TEXT[text] = safe
+    return safe
 
 
 class AccessMiddleware:
@@ -125,14 +145,9 @@ class AccessMiddleware:
         outcome = state.get("outcome") or outcome_for_status(status)
         path = scope.get("path", "")
         extra = "".join(f" {log_safe(key)}={log_safe(value)}" for key, value in (state.get("log_extra") or {}).items())
-        log.info(
-            "request id=%s %s %s status=%s outcome=%s latency_ms=%.1f%s",
-            state.get("request_id"),  # safe by construction (request_id)
-            log_safe(scope.get("method")),
-            log_safe(path),
-            status,
-            log_safe(outcome),
-            seconds * 1000.0,
-            extra,
+        line = (  # the request id is safe by construction (request_id)
+            f"request id={state.get('request_id')} {log_safe(scope.get('method'))} {log_safe(path)} "
+            f"status={status} outcome={log_safe(outcome)} latency_ms={seconds * 1000.0:.1f}{extra}"
         )
+        write_access_line(line)
         self.metrics.observe(outcome, seconds if path != "/metrics" else None)

@@ -43,7 +43,7 @@ from starlette.types import Receive, Scope, Send
 from kgserve.engine_errors import EngineDied
 from kgserve.http.context import EngineClient
 from kgserve.http.events import EventChannel
-from kgserve.http.httpguard import abort_connection, on_disconnect
+from kgserve.http.httpguard import abort_connection, on_disconnect, writes_holder
 from kgserve.http.limits import Admission
 from kgserve.http.outbox import Outbox
 from kgserve.katago.protocol import Query, dump_compact, error_line, line_kind, locate_id
@@ -195,7 +195,9 @@ class AnalysisResponse(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         loop = asyncio.get_running_loop()
         # HTTP/1.0 has no chunked encoding: such a client gets the whole response at the end, with a length
-        outbox = self._outbox = Outbox(send, self.buffer_limit, whole=scope.get("http_version") == "1.0")
+        outbox = self._outbox = Outbox(
+            send, self.buffer_limit, whole=scope.get("http_version") == "1.0", hold=writes_holder(scope)
+        )
         events: EventChannel[tuple[str, int, Any]] = EventChannel()
         outbox.on_failed = lambda: events.put_nowait(("sent", -1, None))
         streams: dict[int, Any] = {}

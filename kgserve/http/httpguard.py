@@ -13,8 +13,9 @@ is a protocol class for uvicorn.Config(http=...) that:
 - resets a connection whose client has taken none of the response for `send_timeout_s` (the
   transport's buffer stays above its high-water mark): its app sees a disconnect, and nothing waits
   on a blocked send any more;
-- offers the app `scope["extensions"]["kgserve.connection"]["abort"]`, to drop a client at once, and
-  `["on_disconnect"]`, to be called back when the client goes (instead of a task awaiting receive());
+- offers the app `scope["extensions"]["kgserve.connection"]["abort"]`, to drop a client at once,
+  `["on_disconnect"]`, to be called back when the client goes (instead of a task awaiting receive()), and
+  `["hold_writes"]`, to send a response's head and body in one write (kgserve.http.heldwrites);
 - lets go of a connection upgraded to a WebSocket (its timers are cancelled: kgserve.ws.websocket has its own
   bounds).
 
@@ -31,10 +32,12 @@ import socket
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from kgserve.http.heldwrites import HeldWrites, hold_writes
 from kgserve.settings import ServerSettings
 
 __all__ = [
@@ -45,6 +48,7 @@ __all__ = [
     "body_timeout_text",
     "guarded_protocol",
     "on_disconnect",
+    "writes_holder",
 ]
 
 CONNECTION_EXTENSION = "kgserve.connection"
@@ -79,6 +83,14 @@ def abort_connection(scope: Any) -> bool:
     abort: Callable[[], None] = extension["abort"]
     abort()
     return True
+
+
+def writes_holder(scope: Any) -> Callable[[], HeldWrites | None] | None:
+    """What holds the request's writes for one batch of sends (kgserve.http.heldwrites); None when the server
+    offers no such thing (then each message is written as it is sent)."""
+    extension = (scope.get("extensions") or {}).get(CONNECTION_EXTENSION)
+    holder: Callable[[Any], HeldWrites | None] | None = extension.get("hold_writes") if extension else None
+    return partial(holder, scope) if holder is not None else None
 
 
 def on_disconnect(scope: Any, callback: Callable[[], None], *, forget: bool = False) -> bool:
@@ -184,6 +196,15 @@ class GuardedProtocol(HttpToolsProtocol):
         if self.cycle is None or self.cycle.disconnected or self.transport.is_closing():
             self._client_gone()
 
+    def _hold_writes(self, scope: Any) -> HeldWrites | None:
+        """Hold the writes of the request whose scope this is, when it is the connection's current one (not while
+        pipelined requests wait: then the current cycle is a later one). The scope refers to this method, not
+        to its cycle: a cycle referring to itself would leave each request's objects to the garbage collector."""
+        cycle = self.cycle
+        if cycle is None or getattr(cycle, "scope", None) is not scope:
+            return None
+        return hold_writes(cycle, self.transport)
+
     def _client_gone(self) -> None:
         callbacks = list(self._on_disconnect)
         self._on_disconnect.clear()
@@ -223,7 +244,11 @@ class GuardedProtocol(HttpToolsProtocol):
             self._head_bytes = 0
             self._head_tail = b""
             extensions = cycle.scope.setdefault("extensions", {})
-            extensions[CONNECTION_EXTENSION] = {"abort": self._reset, "on_disconnect": self._watch_disconnect}
+            extensions[CONNECTION_EXTENSION] = {
+                "abort": self._reset,
+                "on_disconnect": self._watch_disconnect,
+                "hold_writes": self._hold_writes,
+            }
             if cycle.more_body:
                 self._arm(self.limits.body_timeout_s, self._body_timeout)
             else:

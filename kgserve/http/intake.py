@@ -39,9 +39,10 @@ def _note(state: dict[str, Any], **values: Any) -> None:
 
 
 def classify_safely(line: bytes) -> Query | Rejected:
-    """protocol.classify_line, but a line it cannot handle is refused instead of failing the request."""
+    """protocol.classify_line (moves left undecoded), but a line it cannot handle is refused instead of failing
+    the request."""
     try:
-        return classify_line(line)
+        return classify_line(line, defer_moves=True)  # the engine gets the line's bytes: no move is read here
     except Exception as exc:  # e.g. RecursionError on pathological nesting: never a 500
         log.warning("cannot classify a request line of %d bytes: %s: %s", len(line), type(exc).__name__, exc)
         preview = line[:80].decode("utf-8", errors="replace")

@@ -3,7 +3,8 @@
 The request's event loop (kgserve.http.analysis) never awaits a send, so a client that stops reading cannot
 hold back its deadline, its disconnect or its terminates: the loop puts ASGI messages here and goes on.
 What was put during one event-loop turn goes out at the end of that turn as one message (so a response
-complete within a turn, the common case, is sent whole with a Content-Length, like a plain response).
+complete within a turn, the common case, is sent whole with a Content-Length, like a plain response, and
+its head and body in one socket write where the server allows: kgserve.http.heldwrites).
 A send is driven right there when the transport takes it at once (kgserve.http.sendcall); only a send that has
 to wait for the client gets a task, which then sends whatever queued up meanwhile. For an HTTP/1.0 client
 (which cannot read a chunked body) the whole response is held and sent with a Content-Length.
@@ -18,14 +19,18 @@ from collections.abc import Callable
 
 from starlette.types import Message, Send
 
+from kgserve.http.heldwrites import HeldWrites
 from kgserve.http.sendcall import SendCall
 
 __all__ = ["Outbox"]
 
 
 class Outbox:
-    def __init__(self, send: Send, limit: int, *, whole: bool = False) -> None:
+    def __init__(
+        self, send: Send, limit: int, *, whole: bool = False, hold: Callable[[], HeldWrites | None] | None = None
+    ) -> None:
         self._send = send
+        self._hold = hold  # joins the head's write with the body's (kgserve.http.heldwrites); None: no such thing
         self.limit = limit
         self.whole = whole  # hold everything, then send it with a Content-Length (HTTP/1.0: no chunked)
         self.sent_messages = 0  # progress, for a caller that watches for a stalled client
@@ -41,7 +46,7 @@ class Outbox:
         self._last_out = False  # the last message was handed to send
         self._flush_soon: asyncio.Handle | None = None
         self._waiting: SendCall | None = None  # a send that waits for the client
-        self._progress = asyncio.Event()
+        self._progress: asyncio.Event | None = None  # made when wait_sent has to wait (a slow client)
 
     @property
     def waiting_bytes(self) -> int:
@@ -65,14 +70,20 @@ class Outbox:
     def _flush(self) -> None:
         """Send what is queued, as long as each send completes at once."""
         self._flush_soon = None
-        while self._waiting is None and not self._last_out and self.failed is None:
-            message = self._next_message()
-            if message is None:
-                return
-            call = SendCall(self._send(message), self._sent)  # type: ignore[arg-type]  # ASGI send: a coroutine
-            if not call.step():
-                self._waiting = call  # it finishes in a task of its own, then calls _sent
-                return
+        # the head goes out with what body there is: one write on the socket, not two
+        held = self._hold() if self._hold is not None and not self._started else None
+        try:
+            while self._waiting is None and not self._last_out and self.failed is None:
+                message = self._next_message()
+                if message is None:
+                    return
+                call = SendCall(self._send(message), self._sent)  # type: ignore[arg-type]  # ASGI send: a coroutine
+                if not call.step():
+                    self._waiting = call  # it finishes in a task of its own, then calls _sent
+                    return
+        finally:
+            if held is not None:
+                held.release()
 
     def _next_message(self) -> Message | None:
         if not self._started:
@@ -96,7 +107,8 @@ class Outbox:
     def _sent(self, error: BaseException | None) -> None:
         self._in_flight = 0
         self.sent_messages += 1
-        self._progress.set()
+        if self._progress is not None:
+            self._progress.set()
         resumed = self._waiting is not None
         self._waiting = None
         if error is not None:
@@ -117,9 +129,10 @@ class Outbox:
             self._flush()
         while self._waiting is not None or self._flush_soon is not None:
             before = self.sent_messages
-            self._progress.clear()
+            progress = self._progress = self._progress or asyncio.Event()
+            progress.clear()
             try:
-                await asyncio.wait_for(self._progress.wait(), stall_s)
+                await asyncio.wait_for(progress.wait(), stall_s)
             except TimeoutError:
                 if self.sent_messages == before:
                     return False

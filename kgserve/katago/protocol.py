@@ -22,6 +22,7 @@ from kgserve.katago._nlohmann import nlohmann_error, nlohmann_int
 
 __all__ = [
     "ANALYSIS_ONLY_ERROR",
+    "DeferredJson",
     "LineKind",
     "Query",
     "Rejected",
@@ -74,9 +75,39 @@ class Rejected:
     caller_id: str | None = None
 
 
+class DeferredJson:
+    """A JSON value of a request kept as its (checked, valid) text until something needs it as Python values:
+    a query's `moves` on the HTTP path, where the engine gets the client's own bytes and nothing in kgserve
+    reads the moves (building ~200 lists and strings per query, then freeing them, was half its parse).
+    Encoding a body holding one (`dump_compact`, `encode_query`) decodes it there."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: bytes) -> None:
+        self.text = text
+
+    def value(self) -> Any:
+        return json.loads(self.text)
+
+    def __eq__(self, other: object) -> bool:
+        other_value = other.value() if isinstance(other, DeferredJson) else other
+        return bool(self.value() == other_value)
+
+    __hash__ = None  # type: ignore[assignment]  # equal to a list: unhashable like one
+
+    def __repr__(self) -> str:
+        return f"DeferredJson({self.text[:40]!r}...)"
+
+
+def _encode_deferred(value: object) -> Any:
+    if isinstance(value, DeferredJson):
+        return value.value()
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
+
+
 def dump_compact(value: Any) -> str:
     """nlohmann's `dump()` for the values a request can hold: compact, UTF-8, keys sorted."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=_encode_deferred)
 
 
 def error_line(message: str, *, caller_id: str | None = None, field: str | None = None) -> bytes:
@@ -177,12 +208,73 @@ _WHITESPACE_BYTES = _WHITESPACE.encode()
 _DECODER = json.JSONDecoder(parse_constant=_reject_non_finite, parse_float=_parse_float)
 
 
-def classify_line(line: bytes) -> Query | Rejected:
-    """Classify one request line the way KataGo's request loop does, before any engine sees it."""
+_MOVES_KEY = b'"moves":['
+_MOVE_TEXT = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"  # a move's strings, in the fast path
+_MOVE_SHAPE = b'["",""]'  # one move with its strings' text taken out
+_MOVE_SHAPE_COMMA = _MOVE_SHAPE + b","
+
+
+def _plain_moves(line: bytes) -> tuple[int, int] | None:
+    """The byte span of the `moves` array when it is plain compact JSON of letters and digits
+    (`[["B","Q16"],["W","D4"]]`) and the line's only "moves" key, in a line without a backslash; else None.
+
+    Without a backslash no string holds a quote, so `"moves":[` is a key and its array (at some depth), and
+    an array of that shape is one complete JSON value whatever its letters: the line is valid JSON exactly
+    when the line with `0` in its place is. (An array followed by another "]]", e.g. `initialStones` after
+    the moves, fails the shape check: decoded whole.)"""
+    if b"\\" in line or line.count(b'"moves"') != 1:
+        return None
+    start = line.find(_MOVES_KEY)
+    if start < 0:
+        return None
+    start += len(_MOVES_KEY) - 1
+    # the array's end: its only "]]" once the shape below holds (a forward find is slow: every move ends in "]")
+    end = line.rfind(b"]]", start) + 2
+    if end < 2:
+        return None
+    shape = line[start:end].translate(None, _MOVE_TEXT)
+    # the shape must be "[" + (count - 1) * '["",""],' + '["",""]' + "]": its middle tiled by the unit
+    count, extra = divmod(len(shape) - 1, len(_MOVE_SHAPE_COMMA))
+    middle_end = len(shape) - len(_MOVE_SHAPE) - 1
+    if (
+        count == 0
+        or extra
+        or not shape.startswith(b"[")
+        or not shape.endswith(_MOVE_SHAPE + b"]")
+        or shape.count(_MOVE_SHAPE_COMMA, 1, middle_end) != count - 1
+    ):
+        return None
+    return start, end
+
+
+def _decode_deferring_moves(line: bytes) -> Any:
+    """The request line's value with a plain top-level `moves` array left as DeferredJson (see _plain_moves);
+    None when the fast path does not apply (then decode it whole)."""
+    span = _plain_moves(line)
+    if span is None:
+        return None
+    start, end = span
+    try:
+        value = _DECODER.decode((line[:start] + b"0" + line[end:]).decode("utf-8"))
+    except (ValueError, UnicodeError, RecursionError):
+        return None  # invalid: the whole line's decode says how, as for any line
+    if not isinstance(value, dict) or "moves" not in value:
+        return None  # not an object, or the moves were nested deeper: decode the line whole
+    value["moves"] = DeferredJson(line[start:end])
+    return value
+
+
+def classify_line(line: bytes, *, defer_moves: bool = False) -> Query | Rejected:
+    """Classify one request line the way KataGo's request loop does, before any engine sees it.
+
+    `defer_moves`: a plain `moves` array is not decoded (the body holds a DeferredJson): for a caller that
+    sends the engine the line's own bytes and reads no move (kgserve's HTTP path)."""
     line = line.strip(_WHITESPACE_BYTES)
     try:
         unmarked = strip_bom(line).lstrip(_WHITESPACE_BYTES)
-        value = _DECODER.decode(unmarked.decode("utf-8"))
+        value = _decode_deferring_moves(unmarked) if defer_moves else None
+        if value is None:
+            value = _DECODER.decode(unmarked.decode("utf-8"))
         if b"\\u" in unmarked:  # lone surrogates (from \\ud800 escapes) are valid for Python, not for nlohmann
             dump_compact(value).encode("utf-8")
     except (ValueError, UnicodeError, RecursionError):
@@ -213,7 +305,8 @@ def encode_query(body: dict[str, Any], internal_id: str) -> bytes:
     """The request line sent to the engine: the caller's query under kgserve's internal id."""
     with_internal_id = dict(body)
     with_internal_id["id"] = internal_id
-    return (json.dumps(with_internal_id, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    text = json.dumps(with_internal_id, ensure_ascii=False, separators=(",", ":"), default=_encode_deferred)
+    return (text + "\n").encode("utf-8")
 
 
 def engine_line(query: Query, internal_id: str) -> bytes:

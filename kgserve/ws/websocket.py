@@ -23,7 +23,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 import uuid
 from typing import Any
@@ -31,6 +30,7 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from kgserve.http.access import write_access_line
 from kgserve.http.auth import TokenAuth
 from kgserve.http.context import ServeContext
 from kgserve.http.metrics import Metrics
@@ -38,8 +38,6 @@ from kgserve.http.priority import PriorityClass, UnknownClass, parse_class
 from kgserve.ws.wsconnection import Connection
 
 __all__ = ["websocket_endpoint"]
-
-log = logging.getLogger("kgserve.access")
 
 
 async def _deny(websocket: WebSocket, status: int, message: str) -> None:
@@ -84,11 +82,5 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
 def _access(connection_id: str, path: str, outcome: str, started: float, extra: dict[str, Any]) -> None:
     # the path only: the query string may hold the token
     detail = "".join(f" {key}={value}" for key, value in extra.items())
-    log.info(
-        "websocket id=%s %s outcome=%s duration_ms=%.1f%s",
-        connection_id,
-        path,
-        outcome,
-        (time.perf_counter() - started) * 1000.0,
-        detail,
-    )
+    duration_ms = (time.perf_counter() - started) * 1000.0
+    write_access_line(f"websocket id={connection_id} {path} outcome={outcome} duration_ms={duration_ms:.1f}{detail}")

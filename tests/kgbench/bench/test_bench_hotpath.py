@@ -33,8 +33,12 @@ def test_workload_bodies_are_distinct_queries() -> None:
 @pytest.mark.slow
 async def test_closed_loop_against_the_bare_server() -> None:
     with bare_server(512) as server:
-        result = await closed_loop(server.url + "/analysis", [b'{"id":"a"}', b'{"id":"b"}'], 4, 0.5)
+        readings = iter([10.0, 12.5])  # the server's CPU seconds at the window's start and end
+        result = await closed_loop(
+            server.url + "/analysis", [b'{"id":"a"}', b'{"id":"b"}'], 4, 0.5, server_cpu=lambda: next(readings)
+        )
         assert result.errors == 0 and result.ok > 0
+        assert result.server_cpu_s == 2.5  # read once at each end of the measured window, not around warm-up
         assert len(result.latencies_ms) == result.ok and result.p50_ms <= result.p99_ms
         assert result.client_cpu_s > 0 and result.client_ceiling > 0
         assert await server.answer_bytes(b'{"id":"c"}') == 512

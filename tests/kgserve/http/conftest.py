@@ -45,10 +45,13 @@ def settings_factory() -> Callable[..., Settings]:
 
 
 @asynccontextmanager
-async def serving(app: Any) -> AsyncIterator[str]:
-    """A real uvicorn serving `app` on 127.0.0.1:<free port>, in this event loop."""
+async def serving(app: Any, *, protocol: type[asyncio.Protocol] | None = None) -> AsyncIterator[str]:
+    """A real uvicorn serving `app` on 127.0.0.1:<free port>, in this event loop (`protocol`: instead of
+    kgserve's guarded protocol class, e.g. a subclass that watches the connection)."""
     sock = bind_socket("127.0.0.1", 0)
     config = uvicorn_config(app, app.state.kgserve.settings)
+    if protocol is not None:
+        config.http = protocol
     config.timeout_graceful_shutdown = 5
     server = uvicorn.Server(config)
     server.capture_signals = _no_signals  # type: ignore[method-assign]
