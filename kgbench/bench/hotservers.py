@@ -23,10 +23,18 @@ import psutil
 from kgbench.bench.common import write_config
 from kgserve.settings import Settings
 
-__all__ = ["ServerProcess", "bare_server", "kgserve_server", "standin_settings"]
+__all__ = ["ServerProcess", "bare_server", "kgserve_server", "serving_cpu_s", "standin_settings"]
 
 _LISTEN = re.compile(r"kgserve listening on (http://\S+?:\d+)\b")
 START_TIMEOUT_S = 60.0
+
+
+def serving_cpu_s(pid: int) -> float:
+    """CPU seconds of the server process ``pid`` and of its kgserve workers if it has any (server.workers);
+    the engines (children of kgserve) are not counted."""
+    process = psutil.Process(pid)
+    serving = [process] + [c for c in process.children() if "--worker" in c.cmdline()]
+    return float(sum(p.cpu_times().user + p.cpu_times().system for p in serving))
 
 
 @dataclass
@@ -35,11 +43,8 @@ class ServerProcess:
     url: str
 
     def cpu_s(self) -> float:
-        """The server's own CPU seconds: its process, and its kgserve workers if it has any (server.workers);
-        the engines (children of kgserve) are not counted."""
-        process = psutil.Process(self.proc.pid)
-        serving = [process] + [c for c in process.children() if "--worker" in c.cmdline()]
-        return float(sum(p.cpu_times().user + p.cpu_times().system for p in serving))
+        """The server's own CPU seconds (serving_cpu_s)."""
+        return serving_cpu_s(self.proc.pid)
 
     async def answer_bytes(self, body: bytes) -> int:
         """The size of the server's answer to ``body``."""

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from kgbench.bench.common import cleanup_devices, machine_line, sim_env, sim_settings
 from kgbench.bench.hotclient import RoundResult, closed_loop
 from kgbench.bench.hotpath import SMALL, single_bodies
-from kgbench.bench.hotservers import ServerProcess, kgserve_server, standin_settings
+from kgbench.bench.hotservers import ServerProcess, kgserve_server, serving_cpu_s, standin_settings
 
 __all__ = ["ScalingRound", "main", "scaling_table"]
 
@@ -47,15 +47,16 @@ class ScalingRound:
     server_cpu_s: float
 
     @classmethod
-    def merge(cls, parts: list[RoundResult], server_cpu_s: float) -> ScalingRound:
-        # the clients measured the same window (same start instant, same length): their wall times agree
+    def merge(cls, parts: list[RoundResult]) -> ScalingRound:
+        # the clients measured the same window (same start instant, same length): their wall times agree; the
+        # first client read the server's CPU at the ends of its window (the others did not: nan)
         return cls(
             ok=sum(p.ok for p in parts),
             errors=sum(p.errors for p in parts),
             wall_s=statistics.mean(p.wall_s for p in parts),
             latencies_ms=[x for p in parts for x in p.latencies_ms],
             client_cpu_s=sum(p.client_cpu_s for p in parts),
-            server_cpu_s=server_cpu_s,
+            server_cpu_s=parts[0].server_cpu_s,
         )
 
     @property
@@ -71,10 +72,14 @@ class ScalingRound:
         return self.server_cpu_s / max(1, self.ok) * 1e6
 
 
-def _client_round(url: str, bodies: list[bytes], concurrency: int, seconds: float, start_at: float) -> RoundResult:
-    """One client process's part of a round (runs in a pool process)."""
+def _client_round(
+    url: str, bodies: list[bytes], concurrency: int, seconds: float, start_at: float, server_pid: int | None
+) -> RoundResult:
+    """One client process's part of a round (runs in a pool process); with ``server_pid``, it also reads the
+    server's CPU at the ends of its measured window."""
     time.sleep(max(0.0, start_at - time.time()))
-    return asyncio.run(closed_loop(url, bodies, concurrency, seconds))
+    server_cpu = (lambda: serving_cpu_s(server_pid)) if server_pid is not None else None
+    return asyncio.run(closed_loop(url, bodies, concurrency, seconds, server_cpu=server_cpu))
 
 
 def _split(total: int, parts: int) -> list[int]:
@@ -90,13 +95,12 @@ def _round(
     seconds: float,
 ) -> ScalingRound:
     start_at = time.time() + START_SKEW_S
-    cpu0 = server.cpu_s()
+    url = server.url + "/analysis"
     shares = [
-        (server.url + "/analysis", bodies[i::clients], c, seconds, start_at)
-        for i, c in enumerate(_split(in_flight, clients))
+        (url, bodies[i::clients], share, seconds, start_at, server.proc.pid if i == 0 else None)
+        for i, share in enumerate(_split(in_flight, clients))
     ]
-    parts = pool.starmap(_client_round, shares, chunksize=1)
-    return ScalingRound.merge(parts, server.cpu_s() - cpu0)
+    return ScalingRound.merge(pool.starmap(_client_round, shares, chunksize=1))
 
 
 def scaling_table(counts: list[int], clients: int, in_flight: int, rounds: int, seconds: float) -> str:

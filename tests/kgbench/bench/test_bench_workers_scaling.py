@@ -9,8 +9,8 @@ from kgbench.bench.workers_scaling import ScalingRound, main, parse_args
 
 
 def test_rounds_of_client_processes_merge() -> None:
-    parts = [RoundResult(100, 1, 2.0, [1.0] * 100, 0.5), RoundResult(300, 0, 2.2, [3.0] * 300, 0.7)]
-    merged = ScalingRound.merge(parts, server_cpu_s=0.2)
+    parts = [RoundResult(100, 1, 2.0, [1.0] * 100, 0.5, 0.2), RoundResult(300, 0, 2.2, [3.0] * 300, 0.7)]
+    merged = ScalingRound.merge(parts)
     assert (merged.ok, merged.errors, merged.wall_s) == (400, 1, pytest.approx(2.1))
     assert merged.req_per_s == pytest.approx(400 / 2.1)
     assert merged.quantile_ms(0.5) == 3.0 and merged.quantile_ms(0.0) == 1.0
