@@ -35,7 +35,7 @@ from kgserve.provenance import read_provenance
 from kgserve.settings import Settings, load_settings
 from kgserve.ws.websocket import websocket_endpoint
 
-__all__ = ["KgserveApp", "PoolFactory", "create_app", "default_pool_factory"]
+__all__ = ["KgserveApp", "PoolFactory", "close_engines", "create_app", "default_pool_factory"]
 
 log = logging.getLogger("kgserve")
 PoolFactory = Callable[[Settings], EngineClient]
@@ -61,6 +61,17 @@ class KgserveApp(FastAPI):
             await self.analysis_app(scope, receive, send)
             return
         await super().__call__(scope, receive, send)
+
+
+async def close_engines(ctx: ServeContext, grace_s: float) -> None:
+    """Close the app's engine client, once: at the end of the lifespan, or from kgserve.cli when uvicorn skipped
+    the lifespan's end (a second signal)."""
+    if ctx.pool is None or ctx.engines_closed:
+        return
+    ctx.engines_closed = True
+    log.info("closing the engine pool (grace %.1fs)", grace_s)
+    await ctx.pool.close(grace_s)
+    log.info("engine pool closed")
 
 
 def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | None = None) -> KgserveApp:
@@ -90,9 +101,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
         try:
             yield
         finally:
-            log.info("closing the engine pool (grace %.1fs)", settings.server.grace_period_s)
-            await pool.close(settings.server.grace_period_s)
-            log.info("engine pool closed")
+            await close_engines(ctx, settings.server.grace_period_s)
 
     app = KgserveApp(title="kgserve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     # no redirect from /analysis/ to /analysis: Starlette builds the Location from the client's Host header

@@ -114,12 +114,21 @@ def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
 
 
 async def _serve(settings: Settings, sock: socket.socket) -> None:
-    from kgserve.app import create_app
+    from kgserve.app import close_engines, create_app
 
-    config = uvicorn_config(create_app(settings), settings)
+    app = create_app(settings)
+    config = uvicorn_config(app, settings)
     tune_gc()
     server = _Server(config, url_host=_url_host(settings.server.host))
     await server.serve(sockets=[sock])
+    ctx = app.state.kgserve
+    if ctx.pool is not None and not ctx.engines_closed:
+        # A second SIGINT/SIGTERM makes uvicorn skip the app's shutdown (its "force exit"): the engines are
+        # still running, and closing them later, from asyncio.Runner's cancellation of every task, waits on
+        # tasks it has cancelled and never returns. Close them here, while their tasks run, with no grace: the
+        # second signal asked for "now".
+        log.warning("second signal: stopping the engines now, without the grace period")
+        await close_engines(ctx, 0.0)
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:

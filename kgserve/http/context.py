@@ -40,4 +40,5 @@ class ServeContext:
     pool: EngineClient | None = None
     cfg_visits: int | None = None  # the served cfg's maxVisits (None: it sets none)
     provenance: dict[str, Any] | None = None
+    engines_closed: bool = False  # the pool's close has begun (kgserve.app.close_engines: once only)
     extra: dict[str, Any] = field(default_factory=dict)

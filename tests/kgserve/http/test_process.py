@@ -218,3 +218,35 @@ def test_shutdown_cuts_what_outlives_the_grace_period(
     assert any("outcome=cancelled" in line for line in process.lines())
     assert not any("Exception in ASGI application" in line for line in process.lines())
     process.stop()
+
+
+def test_a_second_signal_stops_at_once_and_leaves_no_engine(
+    tmp_path: Path, config_writer: Any, kgserve_process: Any, process_gone: Any
+) -> None:
+    """An impatient operator's second Ctrl-C: uvicorn then skips the app's shutdown; kgserve must still stop its
+    engines and exit (it hung in the event loop's task cancellation, deaf to further signals)."""
+    process = start(
+        tmp_path, config_writer, kgserve_process, {"KGSERVE_SIM_SPEED": "20"}, {"server": {"grace_period_s": 60}}
+    )
+    engine_pids = process.child_pids()
+    assert engine_pids
+    results: list[Any] = []
+
+    def client() -> None:
+        try:
+            results.append(httpx.post(process.url + "/analysis", content=long_query("endless"), timeout=60))
+        except httpx.HTTPError as exc:  # the forced stop may cut the connection
+            results.append(exc)
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    wait_for(lambda: "kgserve_inflight_queries 1.0" in httpx.get(process.url + "/metrics").text, 20, "in flight")
+    process.proc.send_signal(signal.SIGINT)
+    wait_for(lambda: refused(process.url), 20, "kgserve to stop accepting connections")
+    process.proc.send_signal(signal.SIGINT)  # well inside the 60 s grace period: "now"
+    assert process.proc.wait(30) == 0, "\n".join(process.lines()[-30:])
+    wait_for(lambda: all(process_gone(pid) for pid in engine_pids), 10, "the engine to exit")
+    thread.join(30)
+    assert len(results) == 1
+    assert any("without the grace period" in line for line in process.lines())
+    process.stop()
