@@ -90,5 +90,16 @@ def kgserve_ready(
 
 
 @pytest.fixture(scope="session")
-def kgserve_process() -> Callable[..., KgserveProcess]:
-    return start_kgserve
+def kgserve_process() -> Iterator[Callable[..., KgserveProcess]]:
+    """`start_kgserve`; at the end of the session, every kgserve it started that still runs is stopped (a test
+    that failed before its own `stop()` would leave one behind; a hung one is killed)."""
+    started: list[KgserveProcess] = []
+
+    def start(*args: Any, **kwargs: Any) -> KgserveProcess:
+        process = start_kgserve(*args, **kwargs)
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        process.stop(grace_s=5.0)
