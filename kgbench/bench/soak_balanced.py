@@ -26,8 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from kgbench.bench.common import (
     cleanup_devices,
     engine_pids,
@@ -78,14 +76,6 @@ class Timeline:
         return sent
 
 
-def _kill_tree(pid: int) -> None:
-    with contextlib.suppress(psutil.NoSuchProcess):
-        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-        for proc in procs:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.send_signal(signal.SIGKILL)
-
-
 async def _chaos(servers: list[KgserveProcess], counts: SoakCounts, args: argparse.Namespace, tl: Timeline) -> None:
     """Engine of kgserve0 at 1/3 of the answers, all of kgserve1 at 2/3."""
     for k, name in enumerate(("kgserve0", "kgserve1")):
@@ -99,7 +89,7 @@ async def _chaos(servers: list[KgserveProcess], counts: SoakCounts, args: argpar
             counts.kills.append(pids[0])
         else:
             assert server.proc is not None
-            _kill_tree(server.proc.pid)
+            server.kill_tree()
             counts.kills.append(server.proc.pid)
         tl.kills[name] = time.monotonic()
 

@@ -10,6 +10,7 @@ kgserve's stdout and stderr go (merged) to one log file, read line by line as th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -137,6 +138,19 @@ class KgserveProcess:
             return [child.pid for child in psutil.Process(self.proc.pid).children(recursive=True)]
         except psutil.NoSuchProcess:
             return []
+
+    def kill_tree(self) -> None:
+        """SIGKILL kgserve and every process under it at once (chaos: the whole serving process dies). The tree
+        is collected first: children outlive their parent."""
+        assert self.proc is not None
+        try:
+            root = psutil.Process(self.proc.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return
+        for proc in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.send_signal(signal.SIGKILL)
 
     def wait_listening(self, timeout_s: float = 60.0) -> str:
         """Block until kgserve logs its address and return it. Raises JobFailure when kgserve exits first or

@@ -15,7 +15,6 @@ from http import HTTPStatus
 from pathlib import Path
 
 import httpx
-import psutil
 import pytest
 import yaml
 from websockets.asyncio.client import connect
@@ -112,14 +111,6 @@ async def _burst(url: str, count: int, first: int) -> list[tuple[int, str, str]]
         return await asyncio.gather(*(_analyse(client, url, first + i) for i in range(count)))
 
 
-def _kill_tree(pid: int) -> None:
-    with contextlib.suppress(psutil.NoSuchProcess):
-        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
-        for proc in procs:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.send_signal(signal.SIGKILL)
-
-
 @pytest.mark.slow
 @needs_haproxy
 def test_three_kgserve_behind_haproxy(tmp_path: Path) -> None:
@@ -156,8 +147,7 @@ def test_three_kgserve_behind_haproxy(tmp_path: Path) -> None:
                 burst = asyncio.create_task(_burst(haproxy.url, 60, 100))
                 await asyncio.sleep(0.3)
                 os.kill(engine_pids(servers[0])[0], signal.SIGKILL)
-                assert servers[1].proc is not None
-                _kill_tree(servers[1].proc.pid)
+                servers[1].kill_tree()
                 return await burst
 
             results = asyncio.run(chaos())
