@@ -21,7 +21,7 @@ import sys
 import time
 from types import FrameType
 
-from kgserve.procutil import child_preexec
+from kgserve.engine.procutil import child_preexec
 from kgserve.settings import Settings
 
 __all__ = ["parse_worker", "supervise", "worker_settings"]

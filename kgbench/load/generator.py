@@ -42,7 +42,7 @@ from kgbench.load.types import (
 )
 from kgserve.http.context import EngineClient
 
-Target = str | HttpTarget | DirectTarget | Any  # Any: a started kgserve.pool.EnginePool
+Target = str | HttpTarget | DirectTarget | Any  # Any: a started kgserve.engine.pool.EnginePool
 
 __all__ = [
     "DirectTarget",

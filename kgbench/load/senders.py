@@ -17,7 +17,7 @@ import aiohttp
 
 from kgbench.load.responses import Outcome, final_visits, outcome_from_response
 from kgbench.load.types import HttpTarget
-from kgserve.engine_errors import EngineError
+from kgserve.engine.errors import EngineError
 from kgserve.http.context import EngineClient
 from kgserve.katago.protocol import Rejected, classify_line
 

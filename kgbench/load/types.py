@@ -172,7 +172,7 @@ class HttpTarget:
 
 @dataclass(frozen=True)
 class DirectTarget:
-    """A started ``kgserve.pool.EnginePool`` (or anything with ``submit(query) -> async iterator of lines``)."""
+    """A started ``kgserve.engine.pool.EnginePool`` (or anything with ``submit(query) -> async iterator of lines``)."""
 
     pool: Any
 

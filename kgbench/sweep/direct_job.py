@@ -21,8 +21,8 @@ from kgbench.sweep.spec import Prepared
 from kgbench.targets.kgserve_process import MAX_LINES, JobFailure, find_unused_keys, parse_nn_stats, unused_key_reason
 from kgbench.track.gpu import GpuSampler
 from kgbench.track.tracking import JobRun
-from kgserve.engine_errors import NoEngineReady
-from kgserve.pool import EnginePool
+from kgserve.engine.errors import NoEngineReady
+from kgserve.engine.pool import EnginePool
 
 __all__ = ["via_direct"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator, Mapping
 
-from kgserve.pool import EnginePool
+from kgserve.engine.pool import EnginePool
 from kgserve.settings import Settings
 
 __all__ = ["open_pool"]

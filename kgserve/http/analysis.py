@@ -40,14 +40,14 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from kgserve.engine_errors import EngineDied
+from kgserve.engine.errors import EngineDied
+from kgserve.engine.stream import Listener
 from kgserve.http.context import EngineClient
 from kgserve.http.events import EventChannel
 from kgserve.http.httpguard import abort_connection, on_disconnect, writes_holder
 from kgserve.http.limits import Admission
 from kgserve.http.outbox import Outbox
 from kgserve.katago.protocol import Query, dump_compact, error_line, line_kind, locate_id
-from kgserve.querystream import Listener
 
 __all__ = [
     "NDJSON",
@@ -142,7 +142,7 @@ class AnalysisResponse(Response):
     # -- engine side -------------------------------------------------------------------------------------
     @staticmethod
     def _listener(index: int, events: EventChannel[tuple[str, int, Any]]) -> Listener:
-        """The callback a QueryStream hands its lines to (kgserve.querystream.listen): no task per query."""
+        """The callback a QueryStream hands its lines to (kgserve.engine.stream.listen): no task per query."""
 
         def listener(item: bytes | BaseException | None) -> None:
             if item is None:

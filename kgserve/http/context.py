@@ -1,5 +1,5 @@
 """What a running kgserve app shares between its parts: the engine client it serves with (`EngineClient`, the
-protocol `kgserve.pool.EnginePool` implements and tests replace) and the serving context (`ServeContext`,
+protocol `kgserve.engine.pool.EnginePool` implements and tests replace) and the serving context (`ServeContext`,
 kept on `app.state.kgserve`: settings, admission, the started client, the cfg's provenance)."""
 
 from __future__ import annotations

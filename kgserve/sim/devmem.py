@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from kgserve.procutil import pid_alive as _alive
+from kgserve.engine.procutil import pid_alive as _alive
 
 __all__ = ["DeviceMemory"]
 

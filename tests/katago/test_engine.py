@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.pool import EnginePool
+from kgserve.engine.pool import EnginePool
 from tests.katago.conftest import RealKatago, tier_settings
 from tests.kgserve.engine import test_sim as sim_tests
 from tests.kgserve.engine.conftest import make_query

@@ -14,13 +14,13 @@ from kgbench.load.generator import DirectTarget, LoadSettings, run_load
 from kgbench.load.senders import DirectSender
 from kgbench.load.traffic import QuerySource
 from kgbench.targets.pool import open_pool
-from kgserve.engine_errors import EngineDied, NoEngineReady
+from kgserve.engine.errors import EngineDied, NoEngineReady
 from kgserve.katago.protocol import Query
 from kgserve.settings import load_settings
 
 
 class FakePool:
-    """submit(Query) -> async iterator of lines, like kgserve.pool.EnginePool."""
+    """submit(Query) -> async iterator of lines, like kgserve.engine.pool.EnginePool."""
 
     def __init__(self, mode: str = "ok", delay: float = 0.005) -> None:
         self.mode = mode

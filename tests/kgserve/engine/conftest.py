@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kgserve.engine import EngineSpec
+from kgserve.engine.engine import EngineSpec
 from kgserve.katago.protocol import Query, classify_line
 from kgserve.settings import Settings, load_settings
 from tests.conftest import REFERENCE, REPO

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.engine import Engine, EngineSpec
-from kgserve.engine_errors import AbortTimeout, EngineDied, EngineStartupError
-from kgserve.procutil import pid_alive
+from kgserve.engine.engine import Engine, EngineSpec
+from kgserve.engine.errors import AbortTimeout, EngineDied, EngineStartupError
+from kgserve.engine.procutil import pid_alive
 
 from .conftest import REFERENCE, make_query
 

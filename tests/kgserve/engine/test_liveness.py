@@ -7,9 +7,9 @@ import asyncio
 import os
 import signal
 
-from kgserve.engine import EngineDied
-from kgserve.pool import EnginePool
-from kgserve.procutil import pid_alive
+from kgserve.engine.engine import EngineDied
+from kgserve.engine.pool import EnginePool
+from kgserve.engine.procutil import pid_alive
 from tests.conftest import analysis_query, sim_env
 
 from .conftest import make_query, pool_settings

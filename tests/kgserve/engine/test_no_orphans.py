@@ -10,13 +10,13 @@ import sys
 import time
 from pathlib import Path
 
-from kgserve.procutil import pid_alive
+from kgserve.engine.procutil import pid_alive
 
 from .conftest import REPO, fake_argv
 
 PARENT = """
 import asyncio, json, sys
-from kgserve.engine import Engine, EngineSpec
+from kgserve.engine.engine import Engine, EngineSpec
 
 async def main():
     engine = Engine(EngineSpec(argv=json.loads(sys.argv[1]), startup_timeout_s=30))

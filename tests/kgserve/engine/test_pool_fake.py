@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.engine import EngineSpec
-from kgserve.engine_errors import EngineDied, NoEngineReady
-from kgserve.pool import EnginePool, cfg_max_visits
-from kgserve.procutil import pid_alive
+from kgserve.engine.engine import EngineSpec
+from kgserve.engine.errors import EngineDied, NoEngineReady
+from kgserve.engine.pool import EnginePool, cfg_max_visits
+from kgserve.engine.procutil import pid_alive
 
 from .conftest import REFERENCE, fake_argv, make_query, pool_settings
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.engine import READY_TEXT
-from kgserve.engine_errors import EngineDied
+from kgserve.engine.engine import READY_TEXT
+from kgserve.engine.errors import EngineDied
+from kgserve.engine.pool import EnginePool
+from kgserve.engine.procutil import pid_alive
 from kgserve.katago.protocol import Query, classify_line, line_kind, locate_id
-from kgserve.pool import EnginePool
-from kgserve.procutil import pid_alive
 from kgserve.settings import Settings
 from tests.conftest import analysis_query, sim_env
 

@@ -21,7 +21,7 @@ import pytest
 import uvicorn
 
 from kgserve.cli import bind_socket, uvicorn_config
-from kgserve.engine_errors import EngineDied
+from kgserve.engine.errors import EngineDied
 from kgserve.katago.protocol import Query
 from kgserve.settings import Settings, load_settings
 from tests.conftest import REPO

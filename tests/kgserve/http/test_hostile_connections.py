@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from kgserve.app import create_app
-from kgserve.engine_errors import EngineDied
+from kgserve.engine.errors import EngineDied
 from kgserve.http.analysis import failure_text
 from kgserve.http.openapi import build_openapi
 

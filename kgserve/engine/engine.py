@@ -9,7 +9,7 @@ No web framework here: kgserve's HTTP layer and kgbench's `transport=direct` bot
   and last stderr lines. Every stderr line goes to `spec.stderr_sink(label, line)` when one is given
   (kgbench keeps the engines' stderr in a job file), else to the log as `engine[i] stderr: <line>`;
   the last `stderr_tail_lines` are kept either way.
-- The child cannot outlive kgserve: own process group, parent-death signal SIGKILL (kgserve.procutil).
+- The child cannot outlive kgserve: own process group, parent-death signal SIGKILL (kgserve.engine.procutil).
 - `submit(query) -> QueryStream`: the query goes to the engine under a fresh internal id; the stream
   yields the engine's lines for it (without the newline) with the caller's id restored byte for byte.
   It ends after one `isDuringSearch:false` line per analysed turn (`noResults` lines included) or an
@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from kgserve.engine_errors import AbortTimeout, EngineDied, EngineError, EngineStartupError
+from kgserve.engine.errors import AbortTimeout, EngineDied, EngineError, EngineStartupError
+from kgserve.engine.procutil import child_preexec, signal_group
+from kgserve.engine.stream import QueryStream
 from kgserve.katago.protocol import Query, engine_line, line_kind, locate_id, restore_id
-from kgserve.procutil import child_preexec, signal_group
-from kgserve.querystream import QueryStream
 
 __all__ = ["READY_TEXT", "Engine", "EngineSpec", "EngineState"]
 

@@ -29,11 +29,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from kgserve.engine import Engine, EngineSpec
-from kgserve.engine_errors import EngineStartupError, NoEngineReady
+from kgserve.engine.engine import Engine, EngineSpec
+from kgserve.engine.errors import EngineStartupError, NoEngineReady
+from kgserve.engine.stream import QueryStream
 from kgserve.katago.cfg import CfgParseError, read_cfg
 from kgserve.katago.protocol import Query
-from kgserve.querystream import QueryStream
 from kgserve.settings import Settings
 
 __all__ = ["EnginePool", "cfg_max_visits", "engine_argv"]

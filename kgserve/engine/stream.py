@@ -1,4 +1,4 @@
-"""A query's response lines as an async iterator (the engine errors are in kgserve.engine_errors).
+"""A query's response lines as an async iterator (the engine errors are in kgserve.engine.errors).
 
 `QueryStream` is what `Engine.submit` / `EnginePool.submit` return: iterate it for the engine's lines
 (bytes, no newline, the caller's id restored); it ends after the query's last line and raises
