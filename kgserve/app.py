@@ -21,16 +21,18 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kgserve.engine.pool import EnginePool, cfg_max_visits
+from kgserve.engine.client import EngineClient
+from kgserve.engine.pool import EnginePool
 from kgserve.http.access import AccessMiddleware
 from kgserve.http.apidocs import docs_routes
 from kgserve.http.auth import TokenAuth, token_from_env
-from kgserve.http.context import EngineClient, ServeContext
+from kgserve.http.context import ServeContext
 from kgserve.http.intake import AnalysisEndpoint
 from kgserve.http.limits import Admission
 from kgserve.http.logredact import install_redactor
 from kgserve.http.metrics import Metrics
 from kgserve.http.routes import router
+from kgserve.katago.cfg import cfg_max_visits
 from kgserve.provenance import read_provenance
 from kgserve.settings import Settings, load_settings
 from kgserve.ws.websocket import websocket_endpoint

@@ -40,7 +40,7 @@ from kgbench.load.types import (
     RequestRecord,
     SelfWatch,
 )
-from kgserve.http.context import EngineClient
+from kgserve.engine.client import EngineClient
 
 Target = str | HttpTarget | DirectTarget | Any  # Any: a started kgserve.engine.pool.EnginePool
 

@@ -17,8 +17,8 @@ import aiohttp
 
 from kgbench.load.responses import Outcome, final_visits, outcome_from_response
 from kgbench.load.types import HttpTarget
+from kgserve.engine.client import EngineClient
 from kgserve.engine.errors import EngineError
-from kgserve.http.context import EngineClient
 from kgserve.katago.protocol import Rejected, classify_line
 
 __all__ = ["DirectSender", "HttpSender", "Sender"]

@@ -40,9 +40,9 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from kgserve.engine.errors import EngineDied
+from kgserve.engine.client import EngineClient
+from kgserve.engine.errors import failure_text
 from kgserve.engine.stream import Listener
-from kgserve.http.context import EngineClient
 from kgserve.http.events import EventChannel
 from kgserve.http.httpguard import abort_connection, on_disconnect, writes_holder
 from kgserve.http.limits import Admission
@@ -53,7 +53,6 @@ __all__ = [
     "NDJSON",
     "TERMINATE_GRACE_S",
     "AnalysisResponse",
-    "failure_text",
     "is_analysis_line",
     "plain_ndjson",
     "refusal",
@@ -66,17 +65,6 @@ TERMINATE_GRACE_S = 2.0  # the default of limits.terminate_grace_s
 def is_analysis_line(line: bytes) -> bool:
     span = locate_id(line)
     return span is not None and line_kind(line, span[1]) in ("final", "partial")
-
-
-def failure_text(exc: BaseException) -> str:
-    """The error line text for a query whose stream failed (EngineDied and friends).
-
-    The engine's stderr lines stay in kgserve's log: they may hold other clients' queries."""
-    if isinstance(exc, EngineDied):
-        code = exc.exit_code
-        how = "" if code is None else f": killed by signal {-code}" if code < 0 else f": exit status {code}"
-        return f"engine died before finishing this query{how}"
-    return f"kgserve: this query failed: {type(exc).__name__}"
 
 
 class _SlowClient(Exception):

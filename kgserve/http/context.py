@@ -1,34 +1,16 @@
-"""What a running kgserve app shares between its parts: the engine client it serves with (`EngineClient`, the
-protocol `kgserve.engine.pool.EnginePool` implements and tests replace) and the serving context (`ServeContext`,
-kept on `app.state.kgserve`: settings, admission, the started client, the cfg's provenance)."""
+"""What a running kgserve app shares between its parts: the serving context (`ServeContext`, kept on
+`app.state.kgserve`: settings, admission, the started engine client, the cfg's provenance)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from kgserve.engine.client import EngineClient
 from kgserve.http.limits import Admission
-from kgserve.katago.protocol import Query
 from kgserve.settings import Settings
 
-__all__ = ["EngineClient", "ServeContext"]
-
-
-class EngineClient(Protocol):
-    """The engines behind kgserve: started by the app's lifespan, closed at its end, and in between given
-    queries (`submit` returns the query's response lines, `abort` ends one early) and asked for `status`
-    (the /readyz and /metrics document: `ready`, `reason`, `engines`, ...)."""
-
-    async def start(self) -> None: ...
-
-    def submit(self, query: Query) -> AsyncIterator[bytes]: ...
-
-    def abort(self, stream: Any, turns: list[int] | None = None) -> None: ...
-
-    def status(self) -> Mapping[str, Any]: ...
-
-    async def close(self, grace_s: float) -> None: ...
+__all__ = ["ServeContext"]
 
 
 @dataclass

@@ -26,6 +26,7 @@ __all__ = [
     "KATAGO_SOURCE_VERSION",
     "KNOWN_ANALYSIS_KEYS",
     "CfgParseError",
+    "cfg_max_visits",
     "cfg_text",
     "format_value",
     "is_known_key",
@@ -343,6 +344,14 @@ def parse_cfg_text(text: str) -> dict[str, str]:
 def read_cfg(path: Path) -> dict[str, str]:
     """A cfg file's keys (OSError when it cannot be read, CfgParseError when a line is not `key = value`)."""
     return parse_cfg_text(path.read_text(encoding="utf-8", errors="replace"))
+
+
+def cfg_max_visits(cfg: Path) -> int | None:
+    """The `maxVisits` of a KataGo cfg (what a query without maxVisits searches), if the file says."""
+    try:
+        return int(read_cfg(cfg)["maxVisits"])
+    except (OSError, CfgParseError, KeyError, ValueError):  # unreadable, no maxVisits, or not a number
+        return None
 
 
 def format_value(value: object) -> str:

@@ -22,6 +22,9 @@ from kgserve.katago._nlohmann import nlohmann_error, nlohmann_int
 
 __all__ = [
     "ANALYSIS_ONLY_ERROR",
+    "KNOWN_ACTIONS",
+    "READY_LINE",
+    "UNKNOWN_ACTION_ERROR",
     "DeferredJson",
     "LineKind",
     "Query",
@@ -43,6 +46,8 @@ __all__ = [
 
 LineKind = Literal["final", "partial", "error", "warning", "other"]
 
+# what KataGo writes on stderr once it takes queries (kgserve waits for it; the sim and the stand-in write it)
+READY_LINE = "Started, ready to begin handling requests"
 KNOWN_ACTIONS = ("query_version", "query_models", "clear_cache", "terminate", "terminate_all")
 UNKNOWN_ACTION_ERROR = (
     "'action' field must be 'query_version' or 'query_models' or 'clear_cache' or 'terminate' or 'terminate_all'"

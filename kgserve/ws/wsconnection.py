@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from kgserve.http.analysis import failure_text
+from kgserve.engine.errors import failure_text
 from kgserve.http.context import ServeContext
 from kgserve.http.intake import classify_safely
 from kgserve.http.limits import CheckedQuery, check_query, search_visits

@@ -16,8 +16,9 @@ import pytest
 
 from kgserve.engine.engine import EngineSpec
 from kgserve.engine.errors import EngineDied, NoEngineReady
-from kgserve.engine.pool import EnginePool, cfg_max_visits
+from kgserve.engine.pool import EnginePool
 from kgserve.engine.procutil import pid_alive
+from kgserve.katago.cfg import cfg_max_visits
 
 from .conftest import REFERENCE, fake_argv, make_query, pool_settings
 

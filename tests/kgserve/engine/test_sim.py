@@ -13,11 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from kgserve.engine.engine import READY_TEXT
 from kgserve.engine.errors import EngineDied
 from kgserve.engine.pool import EnginePool
 from kgserve.engine.procutil import pid_alive
-from kgserve.katago.protocol import Query, classify_line, line_kind, locate_id
+from kgserve.katago.protocol import READY_LINE, Query, classify_line, line_kind, locate_id
 from kgserve.settings import Settings
 from tests.conftest import analysis_query, sim_env
 
@@ -53,7 +52,7 @@ async def test_status_of_a_simulated_engine(engine_pool: EnginePool) -> None:
     assert status["model"] == "kgsim-b40c768.bin.gz"
     (engine,) = status["engines"]
     assert engine["state"] == "ready" and pid_alive(engine["pid"]) and engine["start_s"] > 0
-    assert any(READY_TEXT in line for line in engine["last_stderr"])
+    assert any(READY_LINE in line for line in engine["last_stderr"])
 
 
 async def test_reference_samples(engine_pool: EnginePool) -> None:

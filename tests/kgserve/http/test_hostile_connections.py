@@ -19,8 +19,7 @@ import httpx
 import pytest
 
 from kgserve.app import create_app
-from kgserve.engine.errors import EngineDied
-from kgserve.http.analysis import failure_text
+from kgserve.engine.errors import EngineDied, failure_text
 from kgserve.http.openapi import build_openapi
 
 QUERY = b'{"id":"q","moves":[],"rules":"chinese","komi":7.5,"boardXSize":9,"boardYSize":9,"maxVisits":10}'

@@ -1,0 +1,133 @@
+"""Which engine stdout line belongs to whom: internal ids, the query streams, the internal actions.
+
+A query goes to the engine under a fresh internal id (`kgq<N>`), so two callers' equal ids never meet; each line
+back is found by a byte search for its id (kgserve.katago.protocol.locate_id), given to that query's stream with
+the caller's id restored byte for byte, and the stream is settled after one `isDuringSearch:false` line per
+analysed turn (`noResults` lines included) or an error line for it. Actions kgserve sends itself (`kga<N>`:
+query_version, query_models, terminate, terminate_all) are answered through a future, or not awaited.
+
+`outstanding_visits`: requested visits x turns of the queries not yet finished (the pool sends a query to the
+engine with the fewest). Nothing here touches a process: lines go out through `send`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from kgserve.engine.errors import AbortTimeout, EngineDied
+from kgserve.engine.stream import QueryStream, StreamOwner
+from kgserve.katago.protocol import Query, engine_line, line_kind, locate_id, restore_id
+
+__all__ = ["Router"]
+
+log = logging.getLogger("kgserve.engine")
+_ids = itertools.count(1)  # process-wide: an internal id is never reused, not even across restarts
+
+
+class Router:
+    """The queries and actions in flight on one engine, and the routing of its stdout lines to them."""
+
+    def __init__(
+        self,
+        owner: StreamOwner,
+        send: Callable[[bytes], None],
+        *,
+        label: str,
+        default_visits: int,
+        abort_timeout_s: float,
+    ) -> None:
+        self.owner = owner  # what a stream's abort goes back to (the Engine)
+        self.label = label
+        self.default_visits = default_visits  # cost of a query without an integer maxVisits
+        self.abort_timeout_s = abort_timeout_s
+        self.outstanding_visits = 0
+        self.counters = {"queries": 0, "finished": 0, "died": 0, "aborted": 0, "lines": 0, "unrouted": 0}
+        self._send = send
+        self._streams: dict[bytes, QueryStream] = {}
+        self._actions: dict[bytes, asyncio.Future[bytes] | None] = {}
+
+    @property
+    def pending(self) -> int:
+        return len(self._streams)
+
+    # -- queries -------------------------------------------------------------------------------------------
+    def submit(self, query: Query) -> QueryStream:
+        internal = f"kgq{next(_ids)}"
+        visits = query.visits if query.visits is not None and query.visits > 0 else self.default_visits
+        stream = QueryStream(self.owner, query, internal, visits)
+        self._streams[internal.encode()] = stream
+        self.outstanding_visits += stream.outstanding_visits
+        self.counters["queries"] += 1
+        self._send(engine_line(query, internal))
+        return stream
+
+    def terminate(self, stream: QueryStream, turns: list[int] | None = None) -> None:
+        """KataGo `terminate` for the stream's query (only `turns` of it, when given): its last lines still come.
+        A whole query is given up with AbortTimeout when they do not come within abort_timeout_s."""
+        if turns is not None:
+            self.send_action("terminate", wait=False, terminateId=stream.internal_id, turnNumbers=turns)
+            return
+        self.send_action("terminate", wait=False, terminateId=stream.internal_id)
+        stream._abort_timer = asyncio.get_running_loop().call_later(self.abort_timeout_s, self._abort_expired, stream)
+
+    def _abort_expired(self, stream: QueryStream) -> None:
+        stream._abort_timer = None
+        self.settle(stream, AbortTimeout(f"{self.label} did not answer terminate within {self.abort_timeout_s:g}s"))
+
+    def settle(self, stream: QueryStream, error: BaseException | None) -> None:
+        if stream.done:
+            return
+        self._streams.pop(stream.internal_id.encode(), None)
+        self.outstanding_visits -= stream.outstanding_visits
+        stream._settle(error)
+        self.counters["died" if isinstance(error, EngineDied) else "finished"] += 1
+
+    def fail_all(self, error: EngineDied) -> None:
+        """The engine is gone: every stream and every awaited action ends with `error`."""
+        for stream in list(self._streams.values()):
+            self.settle(stream, error)
+        for future in self._actions.values():
+            if future is not None and not future.done():
+                future.set_exception(error)
+        self._actions.clear()
+
+    # -- actions (internal only) ---------------------------------------------------------------------------
+    def send_action(self, action: str, *, wait: bool, **fields: Any) -> asyncio.Future[bytes] | None:
+        """Send an action under a fresh internal id; with `wait`, a future for the engine's answer line."""
+        internal = f"kga{next(_ids)}"
+        future: asyncio.Future[bytes] | None = asyncio.get_running_loop().create_future() if wait else None
+        self._actions[internal.encode()] = future
+        payload = {"id": internal, "action": action, **fields}
+        self._send((json.dumps(payload, separators=(",", ":")) + "\n").encode())
+        return future
+
+    # -- stdout --------------------------------------------------------------------------------------------
+    def route(self, line: bytes) -> None:
+        """One stdout line of the engine (no newline) to its query stream or action."""
+        self.counters["lines"] += 1
+        span = locate_id(line)
+        key = line[span[0] : span[1]] if span is not None else b""
+        stream = self._streams.get(key) if span is not None else None
+        if stream is not None and span is not None:
+            kind = line_kind(line, span[1])
+            stream._push(restore_id(line, span, stream.caller_id_json))
+            if kind == "final":
+                stream.finals_left -= 1
+                self.outstanding_visits -= stream.visits_per_turn
+                if stream.finals_left <= 0:
+                    self.settle(stream, None)
+            elif kind == "error":
+                self.settle(stream, None)
+            return
+        if key in self._actions:
+            future = self._actions.pop(key)
+            if future is not None and not future.done():
+                future.set_result(line)
+            return
+        self.counters["unrouted"] += 1
+        log.warning("%s: stdout line for no pending query: %s", self.label, line[:300].decode("utf-8", "replace"))

@@ -1,0 +1,182 @@
+"""One engine slot of the pool, kept running: start, liveness, restart after a back-off.
+
+When a slot's engine exits, every pending stream of it has already failed with EngineDied
+(kgserve.engine.engine); a new process is started after a back-off that doubles from
+`engine.restart_backoff_initial_s` up to `engine.restart_backoff_max_s` (reset after a long healthy run). A
+crash loop (e.g. a missing model) keeps retrying with that back-off, never busy-looping, and keeps the last
+stderr lines for /readyz. Every `engine.liveness_interval_s` a ready engine is asked query_version; one that
+does not answer within `engine.liveness_timeout_s` (frozen: SIGSTOP, a wedged GPU) is killed and restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kgserve.engine.engine import Engine
+from kgserve.engine.errors import EngineStartupError
+from kgserve.settings import EngineSettings
+
+__all__ = ["HEALTHY_RUN_S", "Slot", "Supervisor"]
+
+log = logging.getLogger("kgserve.engine")
+HEALTHY_RUN_S = 60.0  # an engine that ran this long before dying restarts with the initial back-off
+
+
+@dataclass
+class Slot:
+    """One of the pool's engine places: its current engine and what its earlier engines left behind."""
+
+    index: int
+    state: str = "starting"  # starting | ready | restarting | failed | stopped
+    engine: Engine | None = None
+    restarts: int = 0
+    start_s: float | None = None
+    last_stderr: list[str] = field(default_factory=list)
+    last_error: str | None = None
+    totals: dict[str, int] = field(default_factory=dict)  # counters of this slot's previous engines
+    first_attempt: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+    @property
+    def ready_engine(self) -> Engine | None:
+        engine = self.engine
+        return engine if self.state == "ready" and engine is not None and engine.state == "ready" else None
+
+    def retire(self, engine: Engine, error: str, tail: list[str]) -> None:
+        """The engine is done: keep why, its last stderr lines, and its counters in the slot's totals."""
+        self.last_error = error
+        if tail:
+            self.last_stderr = tail
+        counters = engine.counters
+        for key, value in counters.items():
+            self.totals[key] = self.totals.get(key, 0) + value
+            counters[key] = 0
+
+    def status(self) -> dict[str, Any]:
+        """This slot's entry in /readyz's `engines` (and /metrics' per-engine series)."""
+        engine = self.engine
+        live = engine is not None and not engine.exited
+        # a start in progress shows the last failure's lines until it has finished (or has lines of its own)
+        settled = engine is not None and (engine.exited or self.state == "ready")
+        own = list(engine.stderr_tail) if engine is not None else []
+        tail = own if settled or not self.last_stderr else self.last_stderr
+        counters = dict(self.totals)
+        if engine is not None:
+            for key, value in engine.counters.items():
+                counters[key] = counters.get(key, 0) + value
+        died = self.state == "ready" and engine is not None and engine.state == "exited"
+        return {
+            "index": self.index,
+            "state": "restarting" if died else self.state,
+            "pid": engine.pid if engine is not None and live else None,
+            "restarts": self.restarts,
+            "start_s": self.start_s,
+            "last_stderr": tail,
+            "last_error": self.last_error,
+            "outstanding_visits": engine.outstanding_visits if engine is not None and live else 0,
+            "pending": engine.pending if engine is not None and live else 0,
+            "counters": counters,
+        }
+
+
+class Supervisor:
+    """Runs one slot until the pool closes (`closing()` turns true, and the pool cancels `run`)."""
+
+    def __init__(
+        self,
+        slot: Slot,
+        settings: EngineSettings,
+        *,
+        make_engine: Callable[[int], Engine],
+        on_ready: Callable[[Engine], None],
+        on_change: Callable[[], None],
+        closing: Callable[[], bool],
+    ) -> None:
+        self.slot = slot
+        self.settings = settings
+        self._make_engine = make_engine
+        self._on_ready = on_ready
+        self._changed = on_change
+        self._closing = closing
+
+    async def run(self, previous: Slot | None) -> None:
+        """Engines start one after another: this slot's first start waits for the previous slot's."""
+        slot = self.slot
+        if previous is not None:
+            await previous.first_attempt.wait()
+        backoff = self.settings.restart_backoff_initial_s
+        while not self._closing():
+            engine = self._make_engine(slot.index)
+            slot.engine = engine
+            self._changed()
+            if await self._start(engine):
+                began = time.monotonic()
+                how = await self._watch_liveness(engine) or f"exited with status {engine.returncode}"
+                if self._closing():
+                    break
+                if time.monotonic() - began >= max(HEALTHY_RUN_S, self.settings.restart_backoff_max_s):
+                    backoff = self.settings.restart_backoff_initial_s
+                slot.retire(engine, f"{engine.label} {how}", list(engine.stderr_tail))
+                slot.state = "restarting"
+                log.warning("%s %s; restarting in %.1fs", engine.label, how, backoff)
+            else:
+                log.warning("%s failed to start: %s; retrying in %.1fs", engine.label, slot.last_error, backoff)
+            self._changed()
+            await asyncio.sleep(backoff)  # the pool's close cancels this task, which ends any sleep at once
+            backoff = min(backoff * 2, self.settings.restart_backoff_max_s)
+            slot.restarts += 1
+            slot.state = "restarting"
+        slot.state = "stopped"
+        self._changed()
+
+    async def _start(self, engine: Engine) -> bool:
+        """Start the engine; False (the slot marked failed, the reason kept) when it does not get ready."""
+        slot = self.slot
+        try:
+            await engine.start()
+        except Exception as exc:  # EngineStartupError, or anything unexpected: retry all the same
+            if not isinstance(exc, EngineStartupError):
+                log.exception("%s: unexpected start-up failure", engine.label)
+                await engine.close(0.0)
+            slot.first_attempt.set()
+            tail = exc.stderr_tail if isinstance(exc, EngineStartupError) else list(engine.stderr_tail)
+            slot.retire(engine, str(exc) or type(exc).__name__, tail)
+            slot.state = "failed"
+            return False
+        slot.first_attempt.set()
+        slot.state = "ready"
+        slot.start_s = engine.start_s
+        self._on_ready(engine)
+        self._changed()
+        return True
+
+    async def _watch_liveness(self, engine: Engine) -> str | None:
+        """Wait for the engine to exit, probing it every liveness_interval_s; kill it if a probe is not answered
+        within liveness_timeout_s. Returns why it was killed, or None when it exited by itself."""
+        interval = self.settings.liveness_interval_s
+        timeout = self.settings.liveness_timeout_s
+        while not engine.exited:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(engine.wait(), interval)
+            if engine.exited or self._closing():
+                break
+            if not await engine.probe(timeout):
+                if engine.exited or self._closing():
+                    break
+                log.warning(
+                    "%s did not answer query_version within %gs (frozen?): killing it (engine.liveness_timeout_s)",
+                    engine.label,
+                    timeout,
+                )
+                self.slot.state = "restarting"  # not ready from now on: no new query goes to it
+                self._changed()
+                await engine.kill()
+                return f"did not answer query_version within {timeout:g}s and was killed"
+        await engine.wait()
+        return None
