@@ -1,11 +1,11 @@
 """The kgserve ASGI app: `create_app(settings)` builds one, with its own pool, limits, metrics and auth.
 
 No module globals: everything lives on `app.state` (`app.state.kgserve`, a ServeContext, and
-`app.state.metrics`). POST /analysis, the hot path, goes straight from the app's entry to the access
-middleware and kgserve.http.intake's plain ASGI endpoint: FastAPI's routing, dependency, exception and body-limit
-layers cost most of a request's CPU there and give it nothing (it reads and bounds its body itself, and
-the access middleware turns an escaped exception into its log line as for any route). Every other path,
-and every other method on /analysis (405), goes through the FastAPI app as usual.
+`app.state.metrics`). /analysis, the hot path, goes straight from the app's entry to the access
+middleware and kgserve.http.intake's plain ASGI endpoint (its one registration; it answers 405 to a method
+other than POST): FastAPI's routing, dependency, exception and body-limit layers cost most of a request's CPU
+there and give it nothing (it reads and bounds its body itself, and the access middleware turns an escaped
+exception into its log line as for any route). Every other path goes through the FastAPI app as usual.
 
 The lifespan reads the cfg's promote header, starts the engine pool (the pool starts its engines in the
 background: kgserve serves /healthz and /readyz while they start, and keeps serving if they fail) and
@@ -21,18 +21,18 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from kgserve.admission.limits import Admission
+from kgserve.auth import TokenAuth, token_from_env
+from kgserve.context import ServeContext
 from kgserve.engine.client import EngineClient
 from kgserve.engine.pool import EnginePool
 from kgserve.http.access import AccessMiddleware
 from kgserve.http.apidocs import docs_routes
-from kgserve.http.auth import TokenAuth, token_from_env
-from kgserve.http.context import ServeContext
 from kgserve.http.intake import AnalysisEndpoint
-from kgserve.http.limits import Admission
 from kgserve.http.logredact import install_redactor
-from kgserve.http.metrics import Metrics
 from kgserve.http.routes import router
 from kgserve.katago.cfg import cfg_max_visits
+from kgserve.metrics import Metrics
 from kgserve.provenance import read_provenance
 from kgserve.settings import Settings, load_settings
 from kgserve.ws.websocket import websocket_endpoint
@@ -48,17 +48,12 @@ def default_pool_factory(settings: Settings) -> EngineClient:
 
 
 class KgserveApp(FastAPI):
-    """FastAPI, with POST /analysis dispatched before its middleware stack (see the module docstring)."""
+    """FastAPI, with /analysis dispatched before its middleware stack (see the module docstring)."""
 
     analysis_app: ASGIApp | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            self.analysis_app is not None
-            and scope["type"] == "http"
-            and scope["path"] == "/analysis"
-            and scope["method"] == "POST"
-        ):
+        if self.analysis_app is not None and scope["type"] == "http" and scope["path"] == "/analysis":
             scope["app"] = self
             await self.analysis_app(scope, receive, send)
             return

@@ -26,7 +26,7 @@ from typing import Any
 import uvicorn
 
 from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
-from kgserve.logformat import LineHandler
+from kgserve.logformat import LineHandler, listening_line
 from kgserve.preflight import startup_problems
 from kgserve.settings import ConfigError, Settings, load_settings
 from kgserve.workers import parse_worker, supervise, worker_settings
@@ -90,7 +90,7 @@ class _Server(uvicorn.Server):
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started and sockets:
-            log.info("kgserve listening on http://%s:%d", self.url_host, sockets[0].getsockname()[1])
+            log.info("%s", listening_line(self.url_host, sockets[0].getsockname()[1]))
 
 
 def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     if problems:
         print(_problem_paragraph(settings, problems), file=sys.stderr)
         return EXIT_STARTUP
-    from kgserve.http.auth import exposure_warning, token_from_env
+    from kgserve.auth import exposure_warning, token_from_env
 
     warning = exposure_warning(settings.server, token_from_env(settings.server))
     if warning:

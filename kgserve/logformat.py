@@ -11,19 +11,39 @@ LogRecord, the handler lock and one write plus flush per line (~12 µs a line me
 lines of one event-loop turn go out in one write at the end of the turn; a record emitted meanwhile first
 writes them, so the order in the stream is the order of the calls. The direct path is only taken when
 nothing else could see a record (the logger chain has no other handler and no filter: a test's capture,
-an embedding application's handler or a redactor make callers fall back to `logging`).
+an embedding application's handler or a redactor make callers fall back to `logging`). `write_access_line` is
+that path for the access lines of HTTP requests and WebSocket connections.
+
+Lines other programs read: `listening_line` (`kgserve listening on http://HOST:PORT`, which kgbench, the
+benchmarks and runtime/serve_analysis.sh wait for; `LISTENING_RE` reads it back).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import TextIO
 
-__all__ = ["FORMAT", "LineHandler", "SecondCachedFormatter", "direct_handler"]
+__all__ = [
+    "FORMAT",
+    "LISTENING_RE",
+    "LineHandler",
+    "SecondCachedFormatter",
+    "direct_handler",
+    "listening_line",
+    "write_access_line",
+]
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+LISTENING_RE = re.compile(r"kgserve listening on (http://\S+?):(\d+)\b")  # group 1: http://HOST, group 2: PORT
+_access_log = logging.getLogger("kgserve.access")
+
+
+def listening_line(url_host: str, port: int) -> str:
+    """What kgserve logs once it accepts connections (`url_host`: an IPv6 address in brackets)."""
+    return f"kgserve listening on http://{url_host}:{port}"
 
 
 class SecondCachedFormatter(logging.Formatter):
@@ -115,3 +135,13 @@ def direct_handler(logger: logging.Logger) -> LineHandler | None:
     if type(handler) is not LineHandler or handler.filters or handler.level > logging.INFO:
         return None
     return handler
+
+
+def write_access_line(line: str) -> None:
+    """One access line (logger kgserve.access, INFO): straight to kgserve's stderr handler when nothing else
+    could see the record (direct_handler), else through logging."""
+    handler = direct_handler(_access_log)
+    if handler is not None:
+        handler.write_line(_access_log.name, line)
+    else:
+        _access_log.info("%s", line)

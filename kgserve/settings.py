@@ -131,7 +131,7 @@ class WebSocketSettings(_Strict):
 
 
 class PrioritySettings(_Strict):
-    """Priority classes (kgserve.http.priority): interactive queries run before batch ones in KataGo's queue."""
+    """Priority classes (kgserve.admission.priority): interactive queries run before batch ones in KataGo's queue."""
 
     classes: bool = True  # false: callers' `priority` goes to KataGo unchanged, class requests are ignored
     http_default: Literal["interactive", "batch"] = "batch"

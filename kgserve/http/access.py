@@ -2,7 +2,7 @@
 
 - `X-Request-ID`: a client's value is kept when it is 1 to 128 of `A-Z a-z 0-9 . _ : -` and returned;
   otherwise kgserve makes one. Routes find it in `request.state.request_id`.
-- Auth (see kgserve.http.auth): 401 with `WWW-Authenticate: Bearer` before the route runs.
+- Auth (see kgserve.auth): 401 with `WWW-Authenticate: Bearer` before the route runs.
 - One log line per request, at its very end (after the last body byte, or the disconnect):
   `request id=... POST /analysis status=200 outcome=ok latency_ms=... [queries=N] [detail=...]`.
   The route may set `request.state.outcome` (e.g. deadline, disconnect, engine_died) and `.log_extra`;
@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import re
 import time
@@ -22,13 +21,12 @@ from urllib.parse import quote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kgserve.http.auth import TokenAuth
-from kgserve.http.metrics import Metrics
-from kgserve.logformat import direct_handler
+from kgserve.auth import TokenAuth
+from kgserve.logformat import write_access_line
+from kgserve.metrics import Metrics
 
-__all__ = ["AccessMiddleware", "log_safe", "outcome_for_status", "request_id", "write_access_line"]
+__all__ = ["AccessMiddleware", "log_safe", "outcome_for_status", "request_id"]
 
-log = logging.getLogger("kgserve.access")
 _OUTCOMES = {
     200: "ok",
     400: "rejected",
@@ -45,16 +43,6 @@ def outcome_for_status(status: int | None) -> str:
     if status is None:
         return "no_response"
     return _OUTCOMES.get(status, "error" if status >= 500 else f"http_{status}")
-
-
-def write_access_line(line: str) -> None:
-    """One access line (logger kgserve.access, INFO): straight to kgserve's stderr handler when nothing else
-    could see the record (kgserve.logformat.direct_handler), else through logging."""
-    handler = direct_handler(log)
-    if handler is not None:
-        handler.write_line(log.name, line)
-    else:
-        log.info("%s", line)
 
 
 _SAFE_REQUEST_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")

@@ -1,46 +1,19 @@
-"""Admission control for POST /analysis: body size, in-flight bound, per-query caps, deadlines.
-
-Everything here is decided before a query reaches the engine, and is visible to the client:
+"""HTTP's own bounds for POST /analysis: the body, read within `limits.max_body_bytes`, and the deadline header.
 
 - body over `limits.max_body_bytes` -> 413 (checked on Content-Length first, then while reading);
-- more than `limits.max_queries_per_request` request lines -> 413;
-- over `limits.max_inflight_queries` queries in flight -> 429 with Retry-After, at once (nothing queues);
-- a search over `limits.max_visits` visits -> an error line for that query naming the cap (`reject`), or the
-  query runs with `maxVisits` = the cap and the response carries `X-Visits-Clamped` (`clamp`). The visits
-  counted are the ones KataGo will search with: the query's `maxVisits`, else an `overrideSettings`
-  `maxVisits` (an empty string there removes the bound: unbounded), else the cfg's `maxVisits`;
-- `analyzeTurns` longer than `limits.max_turns_per_query` -> an error line for that query;
-- `analyzeTurns: []`: KataGo analyses no turn and writes no line at all for such a query, so nothing could
-  tell when it is finished: kgserve does not send it and it contributes no line to the response (so a
-  KataGo error for an otherwise invalid query with no turns is not reported either);
-- a rules string whose komi is not an integer or half-integer (legacy form, e.g. `scoreAREAkomi0.25`, and no
-  top-level `komi`) -> an error line for that query: KataGo v1.17.2 accepts it and then exits on a failed
-  assert when a search scores a finished game, killing every query in flight on that engine (a rules string
-  holding komi and longer than 128 characters is refused unparsed);
 - the request deadline is `limits.deadline_s`, or less when the client sends `X-Deadline-Ms`.
+
+The per-query checks and the in-flight bound, which /ws shares, are in kgserve.admission.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, replace
 from typing import Any
 
-from kgserve.katago.protocol import VISITS_UNBOUNDED, Query, Rejected, error_line
-from kgserve.katago.rules import is_int_or_half_int, parse_rules
 from kgserve.settings import LimitsSettings
 
-__all__ = [
-    "Admission",
-    "BadRequestHeader",
-    "BodyTooLarge",
-    "CheckedQuery",
-    "ClientGone",
-    "check_query",
-    "check_rules_komi",
-    "deadline_seconds",
-    "read_limited",
-]
+__all__ = ["BadRequestHeader", "BodyTooLarge", "ClientGone", "deadline_seconds", "read_limited"]
 
 
 class BodyTooLarge(Exception):
@@ -80,108 +53,6 @@ async def read_limited(content_length: bytes | str | None, receive: Receive, max
         parts.append(chunk)
         if not message.get("more_body", False):
             return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-class Admission:
-    """Counts queries in flight; `try_acquire` refuses at once instead of queueing."""
-
-    def __init__(self, max_inflight: int) -> None:
-        self.max_inflight = max_inflight
-        self.inflight = 0
-
-    def try_acquire(self, queries: int) -> bool:
-        if self.inflight + queries > self.max_inflight:
-            return False
-        self.inflight += queries
-        return True
-
-    def release(self, queries: int) -> None:
-        self.inflight = max(0, self.inflight - queries)
-
-
-@dataclass(frozen=True, slots=True)
-class CheckedQuery:
-    query: Query
-    clamped: bool = False
-    silent: bool = False  # KataGo writes nothing at all for it (`analyzeTurns: []`): not sent to the engine
-
-
-def search_visits(query: Query, cfg_visits: int | None) -> int:
-    """The visits KataGo will search this query with: its own bound, else the cfg's (none: unbounded)."""
-    if query.visits is not None:
-        return query.visits
-    return cfg_visits if cfg_visits is not None else VISITS_UNBOUNDED
-
-
-def check_query(query: Query, limits: LimitsSettings, cfg_visits: int | None) -> CheckedQuery | Rejected:
-    """Apply the per-query caps: an error line naming the cap, or the (possibly clamped) query.
-
-    `cfg_visits` is the served cfg's `maxVisits` (None: the cfg sets none, so KataGo searches unbounded)."""
-    turns = query.body.get("analyzeTurns")
-    if isinstance(turns, list) and not turns:
-        return CheckedQuery(query, silent=True)
-    if isinstance(turns, list) and len(turns) > limits.max_turns_per_query:
-        message = (
-            f"kgserve: analyzeTurns has {len(turns)} entries, over the limit of "
-            f"{limits.max_turns_per_query} (limits.max_turns_per_query)"
-        )
-        return Rejected(error_line(message, caller_id=query.caller_id, field="analyzeTurns"), query.caller_id)
-    refused = check_rules_komi(query)
-    if refused is not None:
-        return refused
-    visits = search_visits(query, cfg_visits)
-    if visits > limits.max_visits:
-        if limits.visits_over_cap == "reject":
-            message = (
-                f"kgserve: {_visits_source(query)} {visits} is over the cap of {limits.max_visits} (limits.max_visits)"
-            )
-            return Rejected(error_line(message, caller_id=query.caller_id, field="maxVisits"), query.caller_id)
-        # a top-level maxVisits overrides overrideSettings and the cfg in KataGo
-        body = dict(query.body)
-        body["maxVisits"] = limits.max_visits
-        return CheckedQuery(replace(query, body=body, visits=limits.max_visits, raw=None), clamped=True)
-    return CheckedQuery(query)
-
-
-# Longest legacy rules string worth parsing on the event loop: every real one is under 64 characters
-# ("koPOSITIONALscoreAREAtaxNONEsui1button1whbN-1fpok1komi7.5"); parsing 128 takes well under a millisecond.
-MAX_KOMI_RULES_CHARS = 128
-_KOMI_CRASH = "KataGo v1.17.2 accepts it and then crashes when a search scores a finished game"
-
-
-def check_rules_komi(query: Query) -> Rejected | None:
-    """An error line when the query's rules would give KataGo a komi that is not an integer or half-integer.
-
-    Only the legacy rules string can: KataGo checks the komi of a rules object, of a JSON string and of a
-    top-level `komi` (which replaces the rules' komi), but takes any finite legacy komi up to 1e5 and then fails
-    an assert in nninputs.cpp once a search scores a finished game, which ends the engine process. Cheap on the
-    hot path: only a rules string holding "komi" without a top-level komi is looked at, and one longer than
-    MAX_KOMI_RULES_CHARS is refused unparsed."""
-    rules = query.body.get("rules")
-    if not isinstance(rules, str) or "komi" not in rules or "komi" in query.body:
-        return None
-    if len(rules) > MAX_KOMI_RULES_CHARS:
-        message = (
-            f"kgserve: refused: a rules string holding komi is limited to {MAX_KOMI_RULES_CHARS} characters "
-            f"(kgserve checks that its komi is an integer or half-integer: on any other, {_KOMI_CRASH})"
-        )
-        return Rejected(error_line(message, caller_id=query.caller_id, field="rules"), query.caller_id)
-    parsed = parse_rules(rules)
-    if parsed is None or is_int_or_half_int(parsed.komi):
-        return None  # KataGo's own "Could not parse rules" error, or a komi it scores safely
-    message = (
-        f"kgserve: refused: these rules give komi {parsed.komi:g}, which is not an integer or half-integer; "
-        f"{_KOMI_CRASH} (use a half-integer komi, or a top-level komi)"
-    )
-    return Rejected(error_line(message, caller_id=query.caller_id, field="rules"), query.caller_id)
-
-
-def _visits_source(query: Query) -> str:
-    if type(query.body.get("maxVisits")) is int:
-        return "maxVisits"
-    if query.visits is not None:
-        return "overrideSettings maxVisits"
-    return "the cfg's maxVisits (the query sets none)"
 
 
 def deadline_seconds(header: str | None, limits: LimitsSettings) -> float:

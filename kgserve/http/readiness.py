@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kgserve.http.context import ServeContext
+from kgserve.context import ServeContext
 
 __all__ = ["readiness"]
 

@@ -1,19 +1,17 @@
-"""kgserve's routes; thin: the work is in kgserve.http.intake / kgserve.http.analysis / kgserve.http.readiness.
+"""kgserve's routes besides /analysis; thin: the work is in kgserve.http.readiness and kgserve.metrics.
 
-POST /analysis is normally taken before the router (kgserve.app.KgserveApp); the route here serves the
-same endpoint to a caller that mounts the router alone, and answers 405 for other methods."""
+/analysis is not among them: it is a plain ASGI app (kgserve.http.intake.AnalysisEndpoint) that kgserve.app
+puts in front of the router."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
-from starlette.types import Receive, Scope, Send
 
-from kgserve.http.auth import TokenAuth
-from kgserve.http.context import ServeContext
-from kgserve.http.intake import AnalysisEndpoint
-from kgserve.http.metrics import CONTENT_TYPE_LATEST, Metrics
+from kgserve.auth import TokenAuth
+from kgserve.context import ServeContext
 from kgserve.http.readiness import readiness
+from kgserve.metrics import CONTENT_TYPE_LATEST, Metrics
 
 __all__ = ["router"]
 
@@ -23,16 +21,6 @@ router = APIRouter()
 def _ctx(request: Request) -> ServeContext:
     ctx: ServeContext = request.app.state.kgserve
     return ctx
-
-
-class _Analysis:
-    """The app's AnalysisEndpoint, found at request time (an ASGI app, so no request/response wrapping)."""
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await AnalysisEndpoint(scope["app"].state.kgserve)(scope, receive, send)
-
-
-router.add_route("/analysis", _Analysis(), methods=["POST"])  # type: ignore[arg-type]  # Starlette takes ASGI apps
 
 
 @router.get("/healthz")

@@ -24,6 +24,8 @@ __all__ = [
     "ANALYSIS_ONLY_ERROR",
     "KNOWN_ACTIONS",
     "READY_LINE",
+    "TERMINATE_ID_ERROR",
+    "TURN_NUMBERS_ERROR",
     "UNKNOWN_ACTION_ERROR",
     "DeferredJson",
     "LineKind",
@@ -52,6 +54,9 @@ KNOWN_ACTIONS = ("query_version", "query_models", "clear_cache", "terminate", "t
 UNKNOWN_ACTION_ERROR = (
     "'action' field must be 'query_version' or 'query_models' or 'clear_cache' or 'terminate' or 'terminate_all'"
 )
+# KataGo's error texts for a terminate action's fields (its analysis loop, cpp/command/analysis.cpp)
+TERMINATE_ID_ERROR = 'Requests for a terminate action must have a string "terminateId" field'
+TURN_NUMBERS_ERROR = "If provided, must be an array of integers indicating turns to terminate"
 ANALYSIS_ONLY_ERROR = "kgserve accepts analysis queries only: the '{action}' action is not available over HTTP"
 _WHITESPACE = " \t\r\n\v\f"
 UTF8_BOM = b"\xef\xbb\xbf"

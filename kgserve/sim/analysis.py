@@ -19,7 +19,16 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from kgserve.katago.protocol import Query, Rejected, classify_line, dump_compact, strip_bom
+from kgserve.katago.protocol import (
+    TERMINATE_ID_ERROR,
+    TURN_NUMBERS_ERROR,
+    UNKNOWN_ACTION_ERROR,
+    Query,
+    Rejected,
+    classify_line,
+    dump_compact,
+    strip_bom,
+)
 from kgserve.sim.queries import Defaults, Request, error_for, parse_query
 from kgserve.sim.responses import no_results, render_analysis
 from kgserve.sim.startup import GIT_HASH, VERSION, Knobs, Log
@@ -28,10 +37,6 @@ from kgserve.sim.throughput import SharedDevice, SimParams, Steady, query_overhe
 __all__ = ["Engine"]
 
 ROUND_MAX_WALL = 0.05
-UNKNOWN_ACTION = (
-    "'action' field must be 'query_version' or 'query_models' or 'clear_cache' or 'terminate' or 'terminate_all'"
-)
-TURNS_ERROR = "If provided, must be an array of integers indicating turns to terminate"
 _EOF = object()
 
 
@@ -272,7 +277,7 @@ class Engine:
                     error_for(
                         caller_id,
                         "terminateId",
-                        'Requests for a terminate action must have a string "terminateId" field',
+                        TERMINATE_ID_ERROR,
                     )
                 )
                 return
@@ -280,12 +285,12 @@ class Engine:
             if "turnNumbers" in body:
                 value = body["turnNumbers"]
                 if not isinstance(value, list) or not all(type(v) in (int, float, bool) for v in value):
-                    self.emit(error_for(caller_id, "turnNumbers", TURNS_ERROR))
+                    self.emit(error_for(caller_id, "turnNumbers", TURN_NUMBERS_ERROR))
                     return
                 turns = {int(v) for v in value}
             self._terminate(target_id if action == "terminate" else None, turns, body)
         else:
-            self.emit(dump_compact({"error": UNKNOWN_ACTION}))
+            self.emit(dump_compact({"error": UNKNOWN_ACTION_ERROR}))
 
     def _terminate(self, target_id: str | None, turns: set[int] | None, body: dict[str, Any]) -> None:
         def matches(req: Request) -> bool:

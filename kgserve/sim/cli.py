@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 import time
 
+from kgserve.katago.protocol import READY_LINE
 from kgserve.sim.cfgfile import CfgError, SimCfg, load_cfg, parse_cfg_text
 from kgserve.sim.queries import Defaults
 from kgserve.sim.startup import (
@@ -118,7 +119,7 @@ def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
     log.write(f"Loaded config {cfg.file_name}")
     log.write(f"Loaded model {model}")
     log.write(f"Analyzing up to {params.analysis_threads} positions at a time in parallel")
-    log.write("Started, ready to begin handling requests")
+    log.write(READY_LINE)
     perspective = cfg.values.get("reportAnalysisWinratesAs", "SIDETOMOVE").upper()
     model_info = {
         "internalName": internal,

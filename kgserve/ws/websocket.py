@@ -30,11 +30,11 @@ from typing import Any
 from starlette.responses import JSONResponse
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from kgserve.http.access import write_access_line
-from kgserve.http.auth import TokenAuth
-from kgserve.http.context import ServeContext
-from kgserve.http.metrics import Metrics
-from kgserve.http.priority import PriorityClass, UnknownClass, parse_class
+from kgserve.admission.priority import PriorityClass, UnknownClass, parse_class
+from kgserve.auth import TokenAuth
+from kgserve.context import ServeContext
+from kgserve.logformat import write_access_line
+from kgserve.metrics import Metrics
 from kgserve.ws.wsconnection import Connection
 
 __all__ = ["websocket_endpoint"]

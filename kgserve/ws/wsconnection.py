@@ -1,33 +1,31 @@
-"""One WebSocket connection's queries: intake, actions, the engine streams, and the bounded send side.
+"""One WebSocket connection's queries: intake, actions (kgserve.ws.actions), the engine streams, and the bounded
+send side.
 
 The rules a client sees are in kgserve.ws.websocket; the per-query checks are the ones POST /analysis uses
-(kgserve.http.intake.classify_safely, kgserve.http.limits.check_query, kgserve.http.priority.apply_class), except that
-visits over the cap are always clamped, with a warning line.
+(kgserve.admission), except that visits over the cap are always clamped, with a warning line.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from kgserve.admission.checks import CheckedQuery, check_query, classify_safely, search_visits
+from kgserve.admission.priority import PriorityClass, apply_class
+from kgserve.context import ServeContext
 from kgserve.engine.errors import failure_text
-from kgserve.http.context import ServeContext
-from kgserve.http.intake import classify_safely
-from kgserve.http.limits import CheckedQuery, check_query, search_visits
-from kgserve.http.metrics import Metrics
-from kgserve.http.priority import PriorityClass, apply_class
-from kgserve.katago.protocol import KNOWN_ACTIONS, Query, Rejected, dump_compact, error_line, split_body
+from kgserve.katago.protocol import Query, Rejected, dump_compact, error_line, split_body
+from kgserve.metrics import Metrics
+from kgserve.ws.actions import ACTIONS, known_action, terminate_request, unavailable, version_answer
+from kgserve.ws.sendbuffer import SendBuffer
 
 __all__ = ["ACTIONS", "Connection"]
 
-ACTIONS = ("terminate", "terminate_all", "query_version")
-TURNS_ERROR = "If provided, must be an array of integers indicating turns to terminate"
 NOT_READING = "kgserve: the client is not reading its answers"
 log = logging.getLogger("kgserve.websocket")
 
@@ -49,21 +47,17 @@ class Connection:
         self.limits = settings.limits.model_copy(update={"visits_over_cap": "clamp"})
         self.classes = settings.priority.classes
         self.max_inflight = settings.websocket.max_inflight_per_connection
-        self.send_limit = settings.websocket.send_buffer_bytes
+        self.outbox = SendBuffer(websocket, settings.websocket.send_buffer_bytes)
         self.running: dict[int, _Running] = {}
         self.counts = {"messages": 0, "queries": 0, "rejected": 0, "refused": 0}
         self._next = 0
-        self._outbox: asyncio.Queue[bytes] = asyncio.Queue()
-        self._buffered = 0
-        self._overflow = asyncio.Event()
-        self._closed = False
 
     # -- the exchange ------------------------------------------------------------------------------------
     async def run(self) -> str:
         """Serve the connection until the client closes it or stops reading; the outcome."""
-        sender = asyncio.create_task(self._send_loop())
+        sender = asyncio.create_task(self.outbox.send_loop())
         receiver = asyncio.create_task(self._receive_loop())
-        overflow = asyncio.create_task(self._overflow.wait())
+        overflow = asyncio.create_task(self.outbox.overflow.wait())
         tasks: tuple[asyncio.Task[Any], ...] = (sender, receiver, overflow)
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -71,7 +65,7 @@ class Connection:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-        if self._overflow.is_set():
+        if self.outbox.overflow.is_set():
             await self._cut_off()
             return "not_reading"
         for finished in done:
@@ -92,23 +86,11 @@ class Connection:
             self.counts["messages"] += 1
             self._handle_message(data)
 
-    async def _send_loop(self) -> None:
-        while True:
-            item = await self._outbox.get()
-            await self.websocket.send_text(item.decode("utf-8", errors="replace"))
-            self._buffered -= len(item)
-
     def _send(self, line: bytes) -> None:
-        if self._closed:
-            return
-        if self._buffered and self._buffered + len(line) > self.send_limit:  # one line always fits
-            self._overflow.set()
-            return
-        self._buffered += len(line)
-        self._outbox.put_nowait(line)
+        self.outbox.put(line)
 
     async def _cut_off(self) -> None:
-        self._closed = True
+        self.outbox.closed = True
         self._abort_all(None)
         with contextlib.suppress(Exception):
             async with asyncio.timeout(5):
@@ -116,7 +98,7 @@ class Connection:
 
     async def shutdown(self) -> None:
         """The connection is over: every query still running is terminated."""
-        self._closed = True
+        self.outbox.closed = True
         self._abort_all(None)
         tasks = [running.task for running in self.running.values() if running.task is not None]
         for task in tasks:
@@ -135,7 +117,7 @@ class Connection:
         for line in lines:
             item = classify_safely(line)
             if isinstance(item, Rejected):
-                if item.caller_id is not None and self._action(line, item):
+                if item.caller_id is not None and self._action(line):
                     continue
                 self.counts["rejected"] += 1
                 self.metrics.websocket_query("rejected")
@@ -237,52 +219,22 @@ class Connection:
                 self._abort(running.stream, turns)
 
     # -- actions -----------------------------------------------------------------------------------------
-    def _action(self, line: bytes, rejected: Rejected) -> bool:
+    def _action(self, line: bytes) -> bool:
         """Handle an action line; False when the line is no action kgserve knows (its error line stands)."""
-        try:
-            body = json.loads(line)
-        except ValueError:
+        body = known_action(line)
+        if body is None:
             return False
-        action = body.get("action") if isinstance(body, dict) else None
-        if not isinstance(action, str) or action not in KNOWN_ACTIONS:
-            return False
-        caller_id = rejected.caller_id
-        if action not in ACTIONS:
-            message = f"kgserve: the '{action}' action is not available here (only {', '.join(ACTIONS)})"
-            self._send(error_line(message, caller_id=caller_id, field="action"))
-        elif action == "query_version":
-            self._send(self._version(body))
+        if body["action"] not in ACTIONS:
+            self._send(unavailable(body))
+        elif body["action"] == "query_version":
+            pool = self.ctx.pool
+            version = (pool.status() if pool is not None else {}).get("katago_version")
+            self._send(version_answer(body, version, getattr(pool, "katago_git_hash", None)))
         else:
-            self._terminate(action, body)
+            request = terminate_request(body)
+            if isinstance(request, bytes):
+                self._send(request)
+            else:
+                self._abort_all(request.target, request.turns)
+                self._send(request.ack)
         return True
-
-    def _version(self, body: dict[str, Any]) -> bytes:
-        pool = self.ctx.pool
-        status = pool.status() if pool is not None else {}
-        version = status.get("katago_version")
-        if version is None:
-            return error_line("kgserve: no engine has started yet", caller_id=body["id"], field="action")
-        answer = {**body, "git_hash": getattr(pool, "katago_git_hash", None) or "", "version": version}
-        return dump_compact(answer).encode("utf-8")
-
-    def _terminate(self, action: str, body: dict[str, Any]) -> None:
-        caller_id: str = body["id"]
-        target: str | None = None
-        if action == "terminate":
-            target = body.get("terminateId")
-            if not isinstance(target, str):
-                message = 'Requests for a terminate action must have a string "terminateId" field'
-                self._send(error_line(message, caller_id=caller_id, field="terminateId"))
-                return
-        turns: list[int] | None = None
-        if "turnNumbers" in body:
-            value = body["turnNumbers"]
-            if not isinstance(value, list) or not all(type(turn) in (int, float, bool) for turn in value):
-                self._send(error_line(TURNS_ERROR, caller_id=caller_id, field="turnNumbers"))
-                return
-            turns = [int(turn) for turn in value]
-        if action == "terminate":
-            self._abort_all(target, turns)
-        else:
-            self._abort_all(None, turns)
-        self._send(dump_compact(body).encode("utf-8"))  # KataGo acknowledges with the request itself

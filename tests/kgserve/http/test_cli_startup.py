@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kgserve.http.auth import exposure_warning
+from kgserve.auth import exposure_warning
 from kgserve.settings import ServerSettings
 from tests.conftest import REPO
 

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kgserve.http.limits import check_query
+from kgserve.admission.checks import check_query
 from kgserve.katago.protocol import Query, Rejected, classify_line, locate_id, restore_id
 from kgserve.settings import LimitsSettings
 

@@ -13,8 +13,7 @@ import pytest
 
 from kgserve import logformat
 from kgserve.http import access
-from kgserve.http.access import write_access_line
-from kgserve.logformat import FORMAT, LineHandler, SecondCachedFormatter, direct_handler
+from kgserve.logformat import FORMAT, LineHandler, SecondCachedFormatter, direct_handler, write_access_line
 
 
 def _record(created: float) -> logging.LogRecord:

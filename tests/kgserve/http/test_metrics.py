@@ -7,7 +7,7 @@ import re
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 
-from kgserve.http.metrics import LATENCY_BUCKETS, Metrics
+from kgserve.metrics import LATENCY_BUCKETS, Metrics
 
 REQUESTS = [("ok", 0.003), ("ok", 0.005), ("rejected", 0.0051), ("ok", 301.0), ("disconnect", 0.25), ("ok", None)]
 

@@ -1,6 +1,6 @@
 """A legacy rules string whose komi is not a half-integer (issue 12 follow-up): KataGo v1.17.2 accepts
 `"rules":"scoreAREAkomi0.25"` and exits on a failed assert (nninputs.cpp:84) once a search scores a finished
-game, so kgserve refuses such a query with an error line for it (kgserve.http.limits.check_rules_komi).
+game, so kgserve refuses such a query with an error line for it (kgserve.admission.checks.check_rules_komi).
 
 The plain check, and end to end against `python -m kgserve --backend sim`; tests/katago/test_rules_komi.py runs
 the end-to-end checks against the real engine and shows it survives.
@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kgserve.http.limits import MAX_KOMI_RULES_CHARS, check_rules_komi
+from kgserve.admission.checks import MAX_KOMI_RULES_CHARS, check_rules_komi
 from kgserve.katago.protocol import Query, Rejected, classify_line
 
 # One pass on 2x2 at 50 visits: the search soon scores a finished game (the real engine's crash repro).

@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from kgserve.http.limits import CheckedQuery, check_query
-from kgserve.http.priority import apply_class
+from kgserve.admission.checks import CheckedQuery, check_query
+from kgserve.admission.priority import apply_class
 from kgserve.katago.protocol import DeferredJson, Query, Rejected, classify_line, encode_query, engine_line
 from kgserve.settings import LimitsSettings
 

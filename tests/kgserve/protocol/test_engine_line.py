@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kgserve.http.limits import CheckedQuery, check_query
+from kgserve.admission.checks import CheckedQuery, check_query
 from kgserve.katago.protocol import Query, classify_line, engine_line
 from kgserve.settings import LimitsSettings
 

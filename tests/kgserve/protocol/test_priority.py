@@ -1,4 +1,4 @@
-"""kgserve.http.priority: classes map onto KataGo priorities, interactive always above batch."""
+"""kgserve.admission.priority: classes map onto KataGo priorities, interactive always above batch."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kgserve.http.priority import (
+from kgserve.admission.priority import (
     BAND,
     CLASS_OFFSET,
     PriorityClass,

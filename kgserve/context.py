@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kgserve.admission.limits import Admission
 from kgserve.engine.client import EngineClient
-from kgserve.http.limits import Admission
 from kgserve.settings import Settings
 
 __all__ = ["ServeContext"]
