@@ -11,7 +11,7 @@ and never mlflow):
 from __future__ import annotations
 
 from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 __all__ = ["ConfigError", "Settings", "__version__", "create_app", "load_settings", "main"]
 __version__ = "0.1.0"
@@ -23,11 +23,6 @@ _LAZY = {
     "ConfigError": "kgserve.settings",
     "main": "kgserve.cli",
 }
-
-if TYPE_CHECKING:
-    from kgserve.app import create_app
-    from kgserve.cli import main
-    from kgserve.settings import ConfigError, Settings, load_settings
 
 
 def __getattr__(name: str) -> Any:

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_settings
 
 __all__ = ["env_lines", "flatten", "get_value", "main", "pin_sha256"]
@@ -45,7 +46,7 @@ def flatten(settings: Settings) -> dict[str, Any]:
     config_path = settings.source or DEFAULT_CONFIG_PATH.resolve()
     flat["paths.config"] = str(config_path)
     flat["paths.runtime_dir"] = str(config_path.parent)
-    flat["paths.repo"] = str(Path(__file__).resolve().parent.parent)
+    flat["paths.repo"] = str(PROJECT_ROOT)
     flat["paths.bin_dir"] = str(config_path.parent / "bin")
     flat["paths.models_dir"] = str(config_path.parent / "models")
     flat["paths.logs_dir"] = str(config_path.parent / "logs")

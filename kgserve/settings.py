@@ -14,6 +14,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kgserve.paths import PROJECT_ROOT
+
 __all__ = [
     "DEFAULT_CONFIG_PATH",
     "BackendSettings",
@@ -32,7 +34,6 @@ __all__ = [
     "load_settings",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG_PATH = PROJECT_ROOT / "runtime" / "config.yaml"
 BACKEND_NAMES = ("cuda", "trt", "eigen", "sim")
 

@@ -12,15 +12,18 @@ from typing import Any, Protocol
 
 from kgserve.katago.protocol import Query
 
-__all__ = ["SIM_BACKEND", "EngineClient", "is_simulated"]
+__all__ = ["SIM_BACKEND", "SIM_MARK", "EngineClient", "is_simulated"]
 
 SIM_BACKEND = "sim"  # the backend name of the simulated engine (python -m kgserve.sim)
 
 
-def is_simulated(backend: str | None, version: str | None = None) -> bool:
-    """Whether figures from this engine are the simulated engine's: the `sim` backend, or a version that says so
-    (the sim's version string ends in `-sim`, whatever backend name launched it)."""
-    return backend == SIM_BACKEND or "sim" in (version or "")
+SIM_MARK = "SIMULATED"  # what the simulated engine's own output (stderr, `benchmark`) says
+
+
+def is_simulated(backend: str | None, version: str | None = None, *, output: str | None = None) -> bool:
+    """Whether figures from this engine are the simulated engine's: the `sim` backend, a version that says so (the
+    sim's version string ends in `-sim`, whatever backend name launched it), or its own output saying SIMULATED."""
+    return backend == SIM_BACKEND or "sim" in (version or "") or (output is not None and SIM_MARK in output)
 
 
 class EngineClient(Protocol):

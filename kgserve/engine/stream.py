@@ -23,7 +23,7 @@ Listener = Callable[[bytes | BaseException | None], None]
 
 
 class StreamOwner(Protocol):
-    """The engine a stream was submitted to (kgserve.engine.Engine): an abort goes back to it."""
+    """The engine a stream was submitted to (kgserve.engine.engine.Engine): an abort goes back to it."""
 
     def abort(self, stream: QueryStream, turns: list[int] | None = None) -> None: ...
 

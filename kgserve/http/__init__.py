@@ -1,3 +1,4 @@
-"""kgserve's HTTP layer: the routes and what they use per request (intake, limits, priority classes, the streamed
-analysis response and its bounded outbox, access log, auth, metrics, readiness, the connection guard, OpenAPI
-docs). The app that puts them together is `kgserve.app`."""
+"""kgserve's HTTP layer: the routes and what they use per request (the /analysis intake, its run and streamed
+response with its bounded outbox, HTTP's own limits, access log, readiness, the connection guard, OpenAPI docs).
+Query admission (kgserve.admission), metrics and auth are shared with /ws; this package imports nothing of
+kgserve.ws. The app that puts them together is `kgserve.app`."""

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections import deque
 from collections.abc import AsyncIterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from starlette.types import Receive, Scope, Send
 
@@ -21,12 +22,43 @@ from kgserve.admission.limits import Admission
 from kgserve.engine.client import EngineClient
 from kgserve.engine.errors import failure_text
 from kgserve.engine.stream import Listener
-from kgserve.http.events import EventChannel
 from kgserve.http.httpguard import abort_connection, on_disconnect, writes_holder
 from kgserve.http.outbox import Outbox
 from kgserve.katago.protocol import Query, dump_compact, error_line, line_kind, locate_id
 
-__all__ = ["SHUTDOWN_TEXT", "Exchange", "Plan", "is_analysis_line"]
+__all__ = ["SHUTDOWN_TEXT", "EventChannel", "Exchange", "Plan", "is_analysis_line"]
+
+T = TypeVar("T")
+
+
+class EventChannel(Generic[T]):
+    """A one-reader event channel: put_nowait from callbacks, get. The contract of the two `asyncio.Queue` methods
+    it replaces (unbounded, FIFO, `put_nowait` never blocks, `get` waits for an item), without what a queue keeps
+    for many readers and bounded sizes: one per request, so its set-up and each wait cost a deque and at most
+    one future."""
+
+    __slots__ = ("_items", "_waiter")
+
+    def __init__(self) -> None:
+        self._items: deque[T] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+
+    def put_nowait(self, item: T) -> None:
+        self._items.append(item)
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    async def get(self) -> T:
+        """The oldest item, waiting for one. One reader at a time; a cancelled get leaves the items as they are."""
+        while not self._items:
+            waiter = self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
+
 
 Event = tuple[str, int, Any]  # (kind, query index or -1, payload)
 SHUTDOWN_TEXT = "kgserve is shutting down: this query was terminated"

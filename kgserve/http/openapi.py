@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from kgserve import __version__
+from kgserve.engine.client import is_simulated
 from kgserve.http.httpguard import body_timeout_text
 from kgserve.katago.protocol import error_line
-from kgserve.settings import PROJECT_ROOT, Settings
+from kgserve.paths import PROJECT_ROOT
+from kgserve.settings import Settings
 
 __all__ = ["NDJSON", "SAMPLE_NAME", "build_openapi", "load_sample"]
 
@@ -271,7 +273,7 @@ def build_openapi(settings: Settings, *, auth: bool = False, sample_root: Path =
         "ready": True,
         "reason": None,
         "backend": settings.engine.backend,
-        "simulated": settings.engine.backend == "sim",
+        "simulated": is_simulated(settings.engine.backend),
         "katago_version": "1.17.2",
         "model": str(settings.engine.model_for()),
         "cfg": str(settings.engine.cfg),

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kgserve.context import ServeContext
+from kgserve.engine.client import is_simulated
 
 __all__ = ["readiness"]
 
@@ -42,7 +43,7 @@ def readiness(ctx: ServeContext, *, detailed: bool = True) -> tuple[bool, dict[s
         "ready": ready,
         "reason": reason,
         "backend": backend,
-        "simulated": backend == "sim" or "sim" in str(version or ""),
+        "simulated": is_simulated(backend, None if version is None else str(version)),
         "katago_version": version,
         "model": str(settings.engine.model_for(backend)),
         "cfg": str(settings.engine.cfg),

@@ -23,7 +23,7 @@ tests/data/katago-reference/performance-facts.md):
 Re-calibrating it from a real GPU: docs/throughput-model.md ("Re-calibrating the GPU profile").
 
 ``cpu-eigen-b6c96`` (kind ``cpu``): KataGo's Eigen (CPU) backend running the 6-block test network
-(g170-b6c96) on a 2-core x86-64 host (AVX2). Measured with ``python -m kgbench.bench.calibration``
+(g170-b6c96) on a 2-core x86-64 host (AVX2). Measured with ``python -m benchmarks.calibration``
 (table in docs/throughput-model.md). On the Eigen backend the neural net runs on the same cores as the search:
 there is no device to overlap with, ``numNNServerThreadsPerModel`` is ignored (KataGo runs
 ``numEigenThreadsPerModel`` NN threads, default min(search threads in flight, cores)), and every query costs
@@ -90,7 +90,7 @@ CPU_EIGEN_B6C96 = DeviceProfile(
     device_name="CPU (Eigen backend, simulated)",
     host_cores=2,
     # fitted (least squares on log error) to the real engine's CPU seconds per query over the 16-cfg grid of
-    # kgbench.bench.calibration, 4 repetitions, 2026-11-22 (docs/throughput-model.md); q0 from 8/32/128-visit runs
+    # benchmarks.calibration, 4 repetitions, 2026-11-22 (docs/throughput-model.md); q0 from 8/32/128-visit runs
     n0=0.0024,
     n1=0.0031,
     c_visit=0.0017,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from kgserve.http.events import EventChannel
+from kgserve.http.exchange import EventChannel
 
 
 async def test_fifo_and_waiting() -> None:
