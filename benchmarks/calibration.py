@@ -1,11 +1,11 @@
 """The sim's CPU (Eigen) profile held against a real KataGo: same grid, same load, table of req/s.
 
-``python -m kgbench.bench.calibration [--reps 3] [--visits 32] [--save real.json | --load real.json]``
+``python -m benchmarks.calibration [--reps 3] [--visits 32] [--save real.json | --load real.json]``
 
 Needs ``KGBENCH_KATAGO_BIN`` (a KataGo built with the Eigen backend) and ``KGBENCH_KATAGO_MODEL`` (the network
 the profile models: the b6c96 test network). For every cfg of the grid, the real engine and the simulated one
 (``KGSERVE_SIM_PROFILE=cpu-eigen-b6c96``) get the same closed-loop load over their stdin pipe
-(``kgbench.bench.engineload``): ``queries`` 19x19 positions of ``visits`` visits, ``numAnalysisThreads`` in flight.
+(``kgbench.enginepipe.engineload``): ``queries`` 19x19 positions of ``visits`` visits, ``numAnalysisThreads`` in flight.
 
 On a machine shared with other work the wall-clock req/s of the real engine says more about the neighbours than
 about the cfg (the scheduler shares the cores per runnable thread, so a cfg with more threads also gets more of the
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import psutil
 
-from kgbench.bench.calibration_grid import GRID, Point, capacity, usable_cores
-from kgbench.bench.calibration_table import SETTING, Row, render, resolved_pairs, spearman
-from kgbench.bench.common import machine_line
-from kgbench.bench.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load_sync
+from benchmarks.calibration_grid import GRID, Point, capacity, usable_cores
+from benchmarks.calibration_table import SETTING, Row, render, resolved_pairs, spearman
+from kgbench.enginepipe.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load_sync
+from kgbench.track.machine import machine_line
 from kgserve.sim.throughput import predict_throughput
 
 # the grid and the table live in their own modules; re-exported here, the script's one public face
@@ -150,7 +150,7 @@ def _load(path: Path) -> dict[Point, list[EngineLoadResult]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kgbench.bench.calibration", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.calibration", description=__doc__.split("\n")[0])
     parser.add_argument("--visits", type=int, default=32)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)

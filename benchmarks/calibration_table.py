@@ -7,8 +7,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from kgbench.bench.calibration_grid import Point
-from kgbench.bench.common import machine_line
+from benchmarks.calibration_grid import Point
+from kgbench.track.machine import machine_line
 
 __all__ = ["SETTING", "Row", "render", "resolved_pairs", "spearman"]
 

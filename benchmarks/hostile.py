@@ -1,6 +1,6 @@
 """Hostile clients against a real kgserve: does everyone else still get served, and does kgserve recover?
 
-``python -m kgbench.bench.hostile [--attack-seconds 15] [--never-read-seconds 60] [--only NAME ...]``
+``python -m benchmarks.hostile [--attack-seconds 15] [--never-read-seconds 60] [--only NAME ...]``
 
 kgserve runs as a subprocess (``python -m kgserve``, sim engine, loopback, runtime/config.yaml's server.*
 limits, ``max_inflight_queries`` 16). Each attack runs while a well-behaved client posts a small query every
@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
-from kgbench.bench.common import cleanup_devices, kgserve_running, machine_line, rss_mb, sim_env, sim_settings
-from kgbench.targets.kgserve_process import KgserveProcess
+from benchmarks.common import rss_mb
+from kgbench.targets.kgserve_process import KgserveProcess, kgserve_running
+from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.track.machine import machine_line
 
 PROBE = b'{"id":"probe","moves":[],"rules":"chinese","komi":7.5,"boardXSize":9,"boardYSize":9,"maxVisits":5}'
 HOG = {
@@ -392,7 +394,7 @@ def render(results: list[AttackResult]) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m kgbench.bench.hostile", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.hostile", description=__doc__.split("\n")[0])
     p.add_argument("--attack-seconds", type=float, default=15.0, help="header-flood and half-close length")
     p.add_argument("--never-read-seconds", type=float, default=60.0)
     p.add_argument("--only", nargs="*", choices=[plan.name for plan in PLANS], help="run only these attacks")

@@ -1,12 +1,12 @@
 """kgserve's hot path against the bare stack it is built on (issue 14), one client, alternating rounds.
 
-``python -m kgbench.bench.hotpath [--rounds 3] [--seconds 4] [--quick]`` prints a Markdown table.
+``python -m benchmarks.hotpath [--rounds 3] [--seconds 4] [--quick]`` prints a Markdown table.
 
-Three servers run side by side on loopback: the bare stack (kgbench.bench.bare_asgi: Starlette on uvicorn,
+Three servers run side by side on loopback: the bare stack (benchmarks.rig.bare_asgi: Starlette on uvicorn,
 one route answering one ndjson line of the size of kgserve's answer), kgserve with one sim engine at zero
-cost (``KGSERVE_SIM_FIXED_RPS=0``), and kgserve on kgbench.bench.standin_engine (canned real KataGo answers,
+cost (``KGSERVE_SIM_FIXED_RPS=0``), and kgserve on benchmarks.rig.standin_engine (canned real KataGo answers,
 no search: on a machine with few cores the sim's own ~600 µs of CPU per query competes with kgserve; the
-stand-in's does not). The same aiohttp closed-loop client (kgbench.bench.hotclient) loads each in turn,
+stand-in's does not). The same aiohttp closed-loop client (benchmarks.rig.client) loads each in turn,
 the order rotating every round, so slow drifts of a shared machine hit all alike; the table gives medians
 over the rounds and the median of the per-round ratios to the bare stack. Workloads: single queries with
 ~1 KB and ~12 KB answers at 64 and 256 in flight, a request of 256 query lines, a whole-game
@@ -32,10 +32,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
-from kgbench.bench.common import cleanup_devices, machine_line, sim_env, sim_settings
-from kgbench.bench.hotclient import RoundResult, closed_loop
-from kgbench.bench.hotservers import ServerProcess, bare_server, kgserve_server, standin_settings
+from benchmarks.rig.client import RoundResult, closed_loop
+from benchmarks.rig.servers import ServerProcess, bare_server, kgserve_server, standin_settings
 from kgbench.load.traffic import QuerySource, build_query
+from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.track.machine import machine_line
 
 __all__ = ["LARGE", "POLICY", "SMALL", "Workload", "main", "single_bodies", "workloads"]
 
@@ -215,7 +216,7 @@ async def suite(args: argparse.Namespace) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m kgbench.bench.hotpath", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.hotpath", description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds per cell")
     p.add_argument("--seconds", type=float, default=4.0, help="measured seconds per round (after 0.5 s warm-up)")
     p.add_argument("--quick", action="store_true", help="the two single-query workloads only")

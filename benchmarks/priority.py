@@ -1,6 +1,6 @@
 """Priority classes under batch load: interactive latency with and without classes, and the batch cost.
 
-``python -m kgbench.bench.priority [--engine sim|katago] [--quick] [--json PATH]`` prints a Markdown table.
+``python -m benchmarks.priority [--engine sim|katago] [--quick] [--json PATH]`` prints a Markdown table.
 
 For each mode (classes off: `priority.classes: false`; classes on) a fresh kgserve subprocess is started:
 
@@ -32,13 +32,15 @@ from pathlib import Path
 
 import httpx
 
-from kgbench.bench.common import cleanup_devices, kgserve_running, machine_line, sim_env, sim_settings
 from kgbench.load.latency import latency_stats
 from kgbench.load.traffic import QuerySource
+from kgbench.targets.kgserve_process import kgserve_running
+from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.track.machine import machine_line
 from kgserve.settings import BackendSettings, Settings
 
 ENGINE_ENV = ("KGBENCH_KATAGO_BIN", "KGBENCH_KATAGO_MODEL")
-CFG_TEXT = """# kgbench.bench.priority: a small analysis engine whose queue decides the order of work
+CFG_TEXT = """# benchmarks.priority: a small analysis engine whose queue decides the order of work
 maxVisits = 100
 numAnalysisThreads = {threads}
 numSearchThreadsPerAnalysisThread = 1

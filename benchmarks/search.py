@@ -1,4 +1,4 @@
-"""`python -m kgbench.bench.search`: does the Optuna search find the grid's optimum for a fraction of its cost?
+"""`python -m benchmarks.search`: does the Optuna search find the grid's optimum for a fraction of its cost?
 
 The objective is the simulated engine's throughput model (kgserve.sim.throughput.predict_throughput), not a real
 sim sweep: a grid of hundreds of jobs per seed is too slow to run here, and the model is what the timed simulator
@@ -10,7 +10,7 @@ machinery (journal storage, the sampler and pruner factories, the trial link tha
 pruned) until it has spent ``--budget`` of the grid's job-seconds. The verdict compares the true (noise-free)
 throughput of the search's best trial with the grid's true optimum.
 
-    python -m kgbench.bench.search --seeds 0 1 2 --budget 0.25
+    python -m benchmarks.search --seeds 0 1 2 --budget 0.25
 """
 
 from __future__ import annotations
@@ -206,7 +206,7 @@ def table(outcomes: Sequence[SearchOutcome], budget: float, within: float) -> st
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m kgbench.bench.search", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.search", description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--budget", type=float, default=0.25, help="share of the grid's job-seconds the search may spend")
     p.add_argument("--within", type=float, default=0.05, help="largest accepted gap to the grid optimum")

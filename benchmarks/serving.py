@@ -1,6 +1,6 @@
 """Serving-layer benchmark suite: what kgserve costs compared with the direct pipe, and what a pool buys.
 
-``python -m kgbench.bench.serving [--quick]`` prints Markdown tables (date and machine on top):
+``python -m benchmarks.serving [--quick]`` prints Markdown tables (date and machine on top):
 
 1. HTTP/direct ratio with the sim engine's capacity fixed at 100, 500 and 2,000 req/s (``KGSERVE_SIM_FIXED_RPS``):
    the same closed-loop load once through a real kgserve subprocess, once straight into an EnginePool.
@@ -25,15 +25,16 @@ import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 import psutil
 
-from kgbench.bench.common import cleanup_devices, kgserve_running, machine_line, sim_env, sim_settings
 from kgbench.load.generator import run_direct, run_load
-from kgbench.load.traffic import QuerySource
+from kgbench.load.traffic import QuerySource, ShapedSource
 from kgbench.load.types import LevelSummary, LoadResult, LoadSettings
-from kgbench.targets.pool import open_pool
+from kgbench.targets.direct import open_pool
+from kgbench.targets.kgserve_process import kgserve_running
+from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.track.machine import machine_line
 from kgserve.katago.cfg import read_cfg
 from kgserve.sim.throughput import predict_throughput
 
@@ -42,21 +43,6 @@ BASE_LOAD = LoadSettings(
 )
 QUICK_LOAD = replace(BASE_LOAD, warmup_s=0.3, window_s=0.4, min_windows=2, max_windows=3, tolerance=0.3)
 ASSUMED_ENGINE_RPS = 2000.0  # engine req/s the headroom is stated against (top of the sim capacity range)
-
-
-class ShapedSource(QuerySource):
-    """Distinct positions, with the response size steered: the sample's include* flags replaced by ``extra``."""
-
-    def __init__(self, extra: dict[str, Any] | None = None, **kwargs: Any) -> None:
-        source = QuerySource.from_dirs(**kwargs)
-        super().__init__(source.games, seed=kwargs.get("seed", 0))
-        self.extra = dict(extra or {})
-
-    def next(self) -> tuple[str, dict[str, Any]]:
-        key, body = super().next()
-        body = {k: v for k, v in body.items() if not k.startswith("include")}
-        body.update(self.extra)
-        return key, body
 
 
 @dataclass
@@ -256,7 +242,7 @@ async def suite(args: argparse.Namespace) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m kgbench.bench.serving", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.serving", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="short windows (smoke test), figures are rough")
     p.add_argument("--rates", type=float, nargs="+", default=[100.0, 500.0, 2000.0])
     p.add_argument("--pool", type=int, nargs="+", default=[1, 2, 4])

@@ -1,6 +1,6 @@
 """Soak and chaos: many requests with colliding ids, client disconnects and engine SIGKILLs against a real kgserve.
 
-``python -m kgbench.bench.soak --requests 10000 --disconnect-share 0.05 --kills 3 --processes 2``
+``python -m benchmarks.soak --requests 10000 --disconnect-share 0.05 --kills 3 --processes 2``
 
 kgserve runs as a subprocess (``python -m kgserve``, sim engine, loopback). Request i uses caller id
 ``c{i % ids}`` (so many requests in flight share an id), the first ``turn`` moves of the late-game sample and a
@@ -28,16 +28,11 @@ from typing import Any
 
 import aiohttp
 
-from kgbench.bench.common import (
-    cleanup_devices,
-    engine_pids,
-    kgserve_running,
-    machine_line,
-    rss_mb,
-    sim_env,
-    sim_settings,
-)
+from benchmarks.common import rss_mb
 from kgbench.load.traffic import load_games
+from kgbench.targets.kgserve_process import engine_pids, kgserve_running
+from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.track.machine import machine_line
 
 
 @dataclass
@@ -294,7 +289,7 @@ def add_load_arguments(p: argparse.ArgumentParser, requests: int = 10000) -> Non
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m kgbench.bench.soak", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.soak", description=__doc__.split("\n")[0])
     add_load_arguments(p)
     p.add_argument("--kills", type=int, default=3)
     p.add_argument("--processes", type=int, default=1, help="engine processes behind kgserve")

@@ -1,10 +1,10 @@
 """The soak through HAProxy: several kgserve (sim engine) behind one address, an engine killed and a whole kgserve
 killed under load.
 
-``python -m kgbench.bench.soak_balanced --backends 3 --requests 6000 --engine-restart-s 5``
+``python -m benchmarks.soak_balanced --backends 3 --requests 6000 --engine-restart-s 5``
 
 HAProxy (cfg from kgserve.haproxy, the runtime config's balancer timings) runs over ``--backends`` kgserve
-subprocesses, one engine each (one kgserve per GPU). The requests are the soak's (kgbench.bench.soak: colliding
+subprocesses, one engine each (one kgserve per GPU). The requests are the soak's (benchmarks.soak: colliding
 ids, each answer checked for its id, turn and visits, a share of clients hanging up). When a third of them is
 answered, the engine of kgserve0 is SIGKILLed (its replacement takes ``--engine-restart-s`` to start, so kgserve0
 is unready that long); at two thirds, kgserve1 is SIGKILLed with its engine. HAProxy's stats socket is read every
@@ -26,18 +26,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgbench.bench.common import (
-    cleanup_devices,
-    engine_pids,
-    free_port,
-    kgserve_running,
-    machine_line,
-    sim_env,
-    sim_settings,
-)
-from kgbench.bench.soak import SoakCounts, add_load_arguments, count_rows, samples, send_requests, table, unaccounted
+from benchmarks.common import free_port
+from benchmarks.soak import SoakCounts, add_load_arguments, count_rows, samples, send_requests, table, unaccounted
 from kgbench.targets.haproxy_proc import BackendStat, HAProxyProcess, with_balancer
-from kgbench.targets.kgserve_process import KgserveProcess
+from kgbench.targets.kgserve_process import KgserveProcess, engine_pids, kgserve_running
+from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.track.machine import machine_line
 
 __all__ = ["Timeline", "main", "soak_balanced"]
 
@@ -172,7 +166,7 @@ def render(report: dict[str, Any], args: argparse.Namespace) -> str:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m kgbench.bench.soak_balanced", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.soak_balanced", description=__doc__.split("\n")[0])
     add_load_arguments(p, requests=6000)
     p.add_argument("--backends", type=int, default=3, help="kgserve processes behind HAProxy (at least 2)")
     p.add_argument("--engine-restart-s", type=float, default=5.0, help="start-up time of kgserve0's sim engines")

@@ -1,12 +1,12 @@
 """How kgserve's throughput scales with front-end processes (``server.workers``), issue 14.
 
-``python -m kgbench.bench.workers_scaling [--counts 1,2,4] [--clients 2] [--in-flight 256] [--rounds 3]``
+``python -m benchmarks.workers_scaling [--counts 1,2,4] [--clients 2] [--in-flight 256] [--rounds 3]``
 prints a Markdown table.
 
 One kgserve per count runs side by side, each with ``server.workers: N`` and N engines (one per front end).
-The engines are kgbench.bench.standin_engine (canned real KataGo answers, no search), so what is measured is
+The engines are benchmarks.rig.standin_engine (canned real KataGo answers, no search), so what is measured is
 the front ends, not an engine. The load comes from ``--clients`` processes, each an aiohttp closed-loop
-client (kgbench.bench.hotclient) with its share of the requests in flight, all starting their round at the
+client (benchmarks.rig.client) with its share of the requests in flight, all starting their round at the
 same instant: one client process tops out at a few thousand req/s per core, which is below what several
 front ends answer on a machine with cores to spare. The servers alternate round by round (order reversed
 every other round) and the table gives medians. On a machine with fewer cores than clients + front ends +
@@ -25,10 +25,11 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass
 
-from kgbench.bench.common import cleanup_devices, machine_line, sim_env, sim_settings
-from kgbench.bench.hotclient import RoundResult, closed_loop
-from kgbench.bench.hotpath import SMALL, single_bodies
-from kgbench.bench.hotservers import ServerProcess, kgserve_server, serving_cpu_s, standin_settings
+from benchmarks.hotpath import SMALL, single_bodies
+from benchmarks.rig.client import RoundResult, closed_loop
+from benchmarks.rig.servers import ServerProcess, kgserve_server, serving_cpu_s, standin_settings
+from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.track.machine import machine_line
 
 __all__ = ["ScalingRound", "main", "scaling_table"]
 
@@ -142,7 +143,7 @@ def scaling_table(counts: list[int], clients: int, in_flight: int, rounds: int, 
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m kgbench.bench.workers_scaling", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m benchmarks.workers_scaling", description=__doc__.split("\n")[0])
     p.add_argument("--counts", default="1,2,4", help="front-end process counts, comma-separated (first: the base)")
     p.add_argument("--clients", type=int, default=2, help="client processes")
     p.add_argument("--in-flight", type=int, default=256, help="requests in flight, over all client processes")

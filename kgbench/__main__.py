@@ -21,10 +21,11 @@ from omegaconf import DictConfig
 from kgbench.sweep import state
 from kgbench.sweep.job import context_from_hydra, run_job
 from kgbench.track.tracking import use_configured_uri
+from kgserve.paths import PROJECT_ROOT
 
 __all__ = ["CONF_DIR", "hydra_job", "job_function", "main", "rewrite_overrides"]
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = PROJECT_ROOT / "conf"
 _PLAIN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=", re.DOTALL)
 
 

@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from kgbench.targets.kgserve_process import KgserveProcess
+from kgserve.paths import PROJECT_ROOT
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = PROJECT_ROOT  # this checkout (kgserve.paths)
 REFERENCE = REPO / "tests" / "data" / "katago-reference"  # real KataGo v1.17.2 transcripts (its README)
 SIM_MODEL = REPO / "assets" / "sim" / "kgsim-b40c768.bin.gz"  # the file the simulated engine loads as its net
 

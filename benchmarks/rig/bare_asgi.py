@@ -1,8 +1,8 @@
 """The bare stack kgserve is built on, as a yardstick: Starlette on uvicorn (httptools), one POST route.
 
-``python -m kgbench.bench.bare_asgi --bytes N`` binds a free loopback port, prints ``listening PORT`` on
+``python -m benchmarks.rig.bare_asgi --bytes N`` binds a free loopback port, prints ``listening PORT`` on
 stdout and answers every ``POST /analysis`` with one ndjson line of N bytes (newline included) after reading
-the body: the least a server of this stack can do for a query. kgbench.bench.hotpath measures kgserve
+the body: the least a server of this stack can do for a query. benchmarks.hotpath measures kgserve
 against it with the same client.
 """
 
@@ -40,7 +40,7 @@ def build_app(size: int) -> Starlette:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kgbench.bench.bare_asgi", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.rig.bare_asgi", description=__doc__.split("\n")[0])
     parser.add_argument("--bytes", type=int, default=1024, help="response line size, newline included")
     size = parser.parse_args(argv).bytes
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

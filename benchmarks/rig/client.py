@@ -1,4 +1,4 @@
-"""The closed-loop client of kgbench.bench.hotpath: aiohttp, pre-encoded bodies, as little work as it can.
+"""The closed-loop client of benchmarks.hotpath: aiohttp, pre-encoded bodies, as little work as it can.
 
 Every request body is encoded before the round starts; a worker posts the next one as soon as its previous
 answer is read in full. The round records each answer's latency and status, and the client process's own

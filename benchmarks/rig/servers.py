@@ -1,4 +1,4 @@
-"""The two servers kgbench.bench.hotpath compares, as subprocesses on loopback ports picked by the kernel.
+"""The two servers benchmarks.hotpath compares, as subprocesses on loopback ports picked by the kernel.
 
 kgserve's log goes straight to a file (not through a pipe read by the benchmark, whose reading would count
 as client CPU): one INFO line per request, as in production.
@@ -7,7 +7,6 @@ as client CPU): one INFO line per request, as in production.
 from __future__ import annotations
 
 import contextlib
-import re
 import subprocess
 import sys
 import tempfile
@@ -20,12 +19,13 @@ from pathlib import Path
 import aiohttp
 import psutil
 
-from kgbench.bench.common import write_config
+from kgbench.targets.kgserve_process import write_config
+from kgserve.logformat import LISTENING_RE
+from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import Settings
 
 __all__ = ["ServerProcess", "bare_server", "kgserve_server", "serving_cpu_s", "standin_settings"]
 
-_LISTEN = re.compile(r"kgserve listening on (http://\S+?:\d+)\b")
 START_TIMEOUT_S = 60.0
 
 
@@ -67,9 +67,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def bare_server(size: int) -> Iterator[ServerProcess]:
-    """kgbench.bench.bare_asgi answering ``size`` bytes."""
-    argv = [sys.executable, "-m", "kgbench.bench.bare_asgi", "--bytes", str(size)]
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    """benchmarks.rig.bare_asgi answering ``size`` bytes."""
+    argv = [sys.executable, "-m", "benchmarks.rig.bare_asgi", "--bytes", str(size)]
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=PROJECT_ROOT
+    )
     try:
         assert proc.stdout is not None
         line = proc.stdout.readline().decode()
@@ -83,10 +85,10 @@ def bare_server(size: int) -> Iterator[ServerProcess]:
 
 
 def standin_settings(settings: Settings) -> Settings:
-    """``settings`` (backend sim) with its engine replaced by kgbench.bench.standin_engine: canned answers."""
+    """``settings`` (backend sim) with its engine replaced by benchmarks.rig.standin_engine: canned answers."""
     engine = settings.engine
     sim = engine.backend_settings("sim")
-    standin = sim.model_copy(update={"command": ["{python}", "-m", "kgbench.bench.standin_engine"]})
+    standin = sim.model_copy(update={"command": ["{python}", "-m", "benchmarks.rig.standin_engine"]})
     backends = {**engine.backends, "sim": standin}
     return settings.model_copy(update={"engine": engine.model_copy(update={"backends": backends})})
 
@@ -105,7 +107,10 @@ def kgserve_server(settings: Settings, env: Mapping[str, str]) -> Iterator[Serve
         log_path = Path(tmp) / "kgserve.log"
         argv = [sys.executable, "-m", "kgserve", "--config", str(config), "--port", "0"]
         with log_path.open("wb") as log:
-            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=dict(env))
+            # from the repository root, where `python -m benchmarks.rig.standin_engine` (the stand-in's argv) is found
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=dict(env), cwd=PROJECT_ROOT
+            )
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
             url = None
@@ -113,8 +118,8 @@ def kgserve_server(settings: Settings, env: Mapping[str, str]) -> Iterator[Serve
                 if proc.poll() is not None or time.monotonic() > deadline:
                     tail = log_path.read_text(errors="replace")[-1500:]
                     raise RuntimeError(f"kgserve did not become ready (exit {proc.poll()}): {tail}")
-                match = _LISTEN.search(log_path.read_text(errors="replace")) if url is None else None
-                url = match.group(1) if match else url
+                match = LISTENING_RE.search(log_path.read_text(errors="replace")) if url is None else None
+                url = f"{match.group(1)}:{match.group(2)}" if match else url
                 time.sleep(0.1)
             yield ServerProcess(proc, url)
         finally:

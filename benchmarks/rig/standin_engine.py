@@ -1,7 +1,7 @@
 """BENCHMARK STAND-IN for KataGo's analysis engine: canned answers at (nearly) zero CPU. Not an engine.
 
-``python -m kgbench.bench.standin_engine analysis -config CFG -model MODEL`` (the argv kgserve gives any
-backend). kgbench.bench.hotpath runs kgserve on it so that, on a machine with few cores, the engine's own
+``python -m benchmarks.rig.standin_engine analysis -config CFG -model MODEL`` (the argv kgserve gives any
+backend). benchmarks.hotpath runs kgserve on it so that, on a machine with few cores, the engine's own
 CPU does not compete with kgserve's: the sim at ``KGSERVE_SIM_FIXED_RPS=0`` has no delay but replays every
 game on a board (~600 µs of CPU per query), as much as kgserve itself spends.
 
@@ -19,13 +19,14 @@ import json
 import sys
 import time
 from functools import lru_cache
-from pathlib import Path
 from typing import Any, BinaryIO
+
+from kgserve.katago.protocol import READY_LINE
+from kgserve.paths import PROJECT_ROOT
 
 __all__ = ["SOURCE", "answer_lines", "main"]
 
-SOURCE = Path(__file__).resolve().parents[2] / "assets" / "analysis" / "outputs" / "midgame_19x19.jsonl"
-READY = "Started, ready to begin handling requests"
+SOURCE = PROJECT_ROOT / "assets" / "analysis" / "outputs" / "midgame_19x19.jsonl"
 VERSION = "1.17.2-standin"
 
 
@@ -92,12 +93,12 @@ def serve(stdin: BinaryIO, stdout: BinaryIO) -> None:
 
 def main(argv: list[str]) -> int:
     if not argv or argv[0] != "analysis":
-        print("usage: python -m kgbench.bench.standin_engine analysis [-config CFG -model MODEL]", file=sys.stderr)
+        print("usage: python -m benchmarks.rig.standin_engine analysis [-config CFG -model MODEL]", file=sys.stderr)
         return 2
     _real_answer()
     stamp = time.strftime("%Y-%m-%d %H:%M:%S+0000", time.gmtime())
     sys.stderr.write(f"{stamp}: KataGo v{VERSION} (BENCHMARK STAND-IN: canned answers, no search)\n")
-    sys.stderr.write(f"{stamp}: {READY}\n")
+    sys.stderr.write(f"{stamp}: {READY_LINE}\n")
     sys.stderr.flush()
     serve(sys.stdin.buffer, sys.stdout.buffer)
     return 0

@@ -33,13 +33,22 @@ from kgbench.decide import runs as runlib
 from kgbench.decide.cfgwrite import atomic_write_text, set_engine_backend, unified_diff
 from kgbench.decide.scratch import DEFAULT_SCRATCH_DIR, ScratchRuntime, scratch_runtime, serve_command
 from kgbench.decide.selection import OBJECTIVES, Candidate, Selection, choose_winner, format_table, rule_text
+from kgbench.track.schema import (
+    KATAGO_VERSION,
+    MODEL_FILE,
+    MODEL_SHA256,
+    PARENT_RUN,
+    PROMOTED,
+    PROMOTED_RUN,
+    PROMOTED_SCRATCH,
+    SWEEP_ID,
+)
 from kgserve.provenance import render_header, split_header
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_settings
 
 __all__ = ["PromoteError", "build_header_fields", "main", "promote"]
 
 CFG_ARTIFACT = "katago.cfg"
-SCRATCH_TAG = "kgbench.promoted_scratch"  # the scratch runtime config a run was promoted into
 SIMULATED_WARNING = (
     "SIMULATED ENGINE RESULTS: this cfg won a sweep of kgserve.sim, not of KataGo on a GPU. "
     "Its numbers say nothing about real serving; re-run the sweep on the GPU before relying on it"
@@ -68,9 +77,9 @@ def build_header_fields(
             "experiment_id": run.info.experiment_id,
             "date": datetime.now(UTC).isoformat(timespec="seconds"),
             "backend": winner.backend,
-            "model": tags.get("model_file", ""),
-            "model_sha256": tags.get("model_sha256", ""),
-            "katago_version": tags.get("katago_version", ""),
+            "model": tags.get(MODEL_FILE, ""),
+            "model_sha256": tags.get(MODEL_SHA256, ""),
+            "katago_version": tags.get(KATAGO_VERSION, ""),
             "req_per_s": _fmt(winner.req_per_s),
             "req_per_s_ci95": f"{_fmt(winner.req_per_s_low)}..{_fmt(winner.req_per_s_high)}",
             "goodput_per_s": _fmt(winner.goodput_per_s),
@@ -98,7 +107,7 @@ def _download_cfg(client: MlflowClient, run_id: str) -> str:
 def _select(client: MlflowClient, args: argparse.Namespace) -> tuple[Selection, str]:
     if args.run:
         run = client.get_run(args.run)
-        sweep_id = run.data.tags.get("kgbench.sweep_id") or run.data.tags.get("mlflow.parentRunId") or "-"
+        sweep_id = run.data.tags.get(SWEEP_ID) or run.data.tags.get(PARENT_RUN) or "-"
         runs = [run]
         print(f"run {args.run} chosen explicitly (the rule still applies to it)")
     else:
@@ -128,11 +137,11 @@ def _retag(client: MlflowClient, winner: Run) -> list[str]:
         if r.info.run_id != winner.info.run_id
     ]
     for run_id in previous:
-        client.set_tag(run_id, "promoted", "false")
-    client.set_tag(winner.info.run_id, "promoted", "true")
-    parent_id = winner.data.tags.get("mlflow.parentRunId")
+        client.set_tag(run_id, PROMOTED, "false")
+    client.set_tag(winner.info.run_id, PROMOTED, "true")
+    parent_id = winner.data.tags.get(PARENT_RUN)
     if parent_id:
-        client.set_tag(parent_id, "kgbench.promoted_run", winner.info.run_id)
+        client.set_tag(parent_id, PROMOTED_RUN, winner.info.run_id)
     return previous
 
 
@@ -180,7 +189,7 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     )
     if winner.simulated:
         print(f"\n!!! {SIMULATED_WARNING} !!!\n", file=sys.stderr)
-    model_tag = run.data.tags.get("model_file", "")
+    model_tag = run.data.tags.get(MODEL_FILE, "")
     served_model = settings.engine.model_for(winner.backend)
     if model_tag and Path(model_tag).name != served_model.name:
         print(f"warning: the run used model {model_tag} but config.yaml serves {served_model}", file=sys.stderr)
@@ -217,7 +226,7 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     previous: list[str] = []
     if target.scratch is not None:
         # the tracked runtime still serves what it served: its promoted=true run keeps its tag
-        client.set_tag(winner.run_id, SCRATCH_TAG, str(config_path))
+        client.set_tag(winner.run_id, PROMOTED_SCRATCH, str(config_path))
     else:
         previous = _retag(client, run)
     print(f"promoted run {winner.run_id} -> {cfg_path}; engine.backend = {winner.backend} in {config_path}")

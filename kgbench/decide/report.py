@@ -27,6 +27,8 @@ from kgbench.decide import runs as runlib
 from kgbench.decide.reportplots import concurrency_plot, pareto_plot
 from kgbench.decide.selection import RULE, Selection, choose_winner
 from kgbench.track.coldstart import ColdStart, cold_start
+from kgbench.track.schema import BACKEND, BUILD_GROUP, PROMOTED, SIMULATED, TRT_CACHE
+from kgserve.paths import PROJECT_ROOT
 
 __all__ = ["Report", "build_table", "main", "markdown_table", "write_report"]
 
@@ -74,18 +76,18 @@ def build_table(runs: list[Run], selection: Selection | None = None) -> pd.DataF
         tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
         row: dict[str, object] = {
             "run": run.info.run_id[:8],
-            "backend": tags.get("backend") or params.get("backend", ""),
+            "backend": tags.get(BACKEND) or params.get("backend", ""),
         }
         row.update({_short(k): params.get(k) for k in keys})
         row.update({m: metrics.get(m) for m in (*METRIC_COLUMNS, *ENGINE_COLUMNS)})
         row.update(
             {
-                "trt_cache": tags.get("kgbench.trt_cache"),
-                "build_group": tags.get("kgbench.build_group"),
+                "trt_cache": tags.get(TRT_CACHE),
+                "build_group": tags.get(BUILD_GROUP),
                 "repeat_rate": metrics.get("position_repeat_rate"),
                 "status": run.info.status,
-                "simulated": tags.get("simulated") == "true",
-                "promoted": tags.get("promoted") == "true",
+                "simulated": tags.get(SIMULATED) == "true",
+                "promoted": tags.get(PROMOTED) == "true",
                 "verdict": "winner" if run.info.run_id == winner else (verdicts.get(run.info.run_id) or "eligible"),
                 "winner": run.info.run_id == winner,
                 "label": runlib.label_of(run, keys),
@@ -205,7 +207,7 @@ def write_report(client: MlflowClient, parent: Run, out_dir: Path, log_to_mlflow
     if not series:
         key, xlabel, ylabel = ENGINE_SERIES
         series = _series(client, runs, key)
-    backends = {r.info.run_id: str(r.data.tags.get("backend", "?")) for r in runs}
+    backends = {r.info.run_id: str(r.data.tags.get(BACKEND, "?")) for r in runs}
     labels = {str(row["run_id"]): str(row["label"]) for _, row in table.iterrows()} if not table.empty else {}
     files["concurrency"] = concurrency_plot(
         series, backends, labels, out_dir / "throughput_vs_concurrency.png",
@@ -243,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     sweep_id = runlib.sweep_id_of(parent)
-    out_dir = args.out or (runlib.PROJECT_ROOT / "kgbench-reports" / sweep_id.replace("/", "_"))
+    out_dir = args.out or (PROJECT_ROOT / "kgbench-reports" / sweep_id.replace("/", "_"))
     report = write_report(client, parent, out_dir, log_to_mlflow=not args.no_log)
     with pd.option_context("display.width", 200, "display.max_columns", 30):
         shown = [c for c in report.table.columns if c not in ("winner", "label", "run_id")]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import re
 import tempfile
 from collections.abc import Sequence
@@ -20,13 +19,28 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.decide.goodput import best_goodput
 from kgbench.decide.selection import Candidate
+from kgbench.track.schema import (
+    BACKEND,
+    INVALID,
+    INVALID_REASON,
+    MODE,
+    PARENT_RUN,
+    PROMOTED,
+    PRUNED,
+    ROLE,
+    ROLE_JOB,
+    ROLE_SWEEP,
+    SIMULATED,
+    STATUS,
+    SWEEP_ID,
+    UNSTABLE,
+    tracking_uri,
+)
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
-    "PROJECT_ROOT",
     "SweepNotFound",
     "candidates",
-    "default_tracking_uri",
     "find_sweep",
     "goodput_at",
     "label_of",
@@ -37,7 +51,6 @@ __all__ = [
     "swept_keys",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_EXPERIMENT = "kgbench"
 SWEPT_PARAM_PREFIXES = ("katago.", "load.", "bench.")
 SWEPT_PARAMS = ("backend", "engines", "transport", "mode")
@@ -48,15 +61,10 @@ class SweepNotFound(LookupError):
     """No sweep (parent run) or run matches what was asked for."""
 
 
-def default_tracking_uri() -> str:
-    """MLFLOW_TRACKING_URI if set, else the repository's sqlite store (what `mlflow ui` in the root reads)."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{PROJECT_ROOT / 'mlflow.db'}"
-
-
-def make_client(tracking_uri: str | None = None) -> MlflowClient:
+def make_client(store: str | None = None) -> MlflowClient:
     """A client for the store; a local sqlite store that does not exist yet raises SweepNotFound
     (reading must not create an empty database as a side effect)."""
-    uri = tracking_uri or default_tracking_uri()
+    uri = store or tracking_uri()
     if uri.startswith("sqlite:///"):
         db = Path(uri.removeprefix("sqlite:///"))
         if not db.exists():
@@ -75,11 +83,11 @@ def _experiment_ids(client: MlflowClient, experiment: str | None) -> list[str]:
 def find_sweep(client: MlflowClient, experiment: str | None = None, sweep: str | None = None) -> Run:
     """The sweep's parent run: by kgbench.sweep_id tag or parent run id, else the latest sweep."""
     ids = _experiment_ids(client, experiment)
-    query = "tags.`kgbench.role` = 'sweep'"
+    query = f"tags.`{ROLE}` = '{ROLE_SWEEP}'"
     if sweep and not _SAFE_ID_RE.match(sweep):
         raise SweepNotFound(f"invalid sweep id {sweep!r}")
     if sweep:
-        found = client.search_runs(ids, f"{query} and tags.`kgbench.sweep_id` = '{sweep}'", max_results=5)
+        found = client.search_runs(ids, f"{query} and tags.`{SWEEP_ID}` = '{sweep}'", max_results=5)
         if not found:
             try:
                 run = client.get_run(sweep)
@@ -89,27 +97,27 @@ def find_sweep(client: MlflowClient, experiment: str | None = None, sweep: str |
         return sorted(found, key=lambda r: r.info.start_time or 0)[-1]
     found = client.search_runs(ids, query, order_by=["attributes.start_time DESC"], max_results=1)
     if not found:
-        raise SweepNotFound(f"no sweep (parent run tagged kgbench.role=sweep) in experiment {ids}")
+        raise SweepNotFound(f"no sweep (parent run tagged {ROLE}={ROLE_SWEEP}) in experiment {ids}")
     return found[0]
 
 
 def sweep_id_of(parent: Run) -> str:
-    return parent.data.tags.get("kgbench.sweep_id") or parent.info.run_id
+    return parent.data.tags.get(SWEEP_ID) or parent.info.run_id
 
 
 def sweep_children(client: MlflowClient, parent: Run) -> list[Run]:
     """The job runs of a sweep (children of the parent run), oldest first."""
     exp = [parent.info.experiment_id]
-    runs = client.search_runs(exp, f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'", max_results=5000)
-    sweep_id = parent.data.tags.get("kgbench.sweep_id")
+    runs = client.search_runs(exp, f"tags.`{PARENT_RUN}` = '{parent.info.run_id}'", max_results=5000)
+    sweep_id = parent.data.tags.get(SWEEP_ID)
     if not runs and sweep_id:
-        query = f"tags.`kgbench.sweep_id` = '{sweep_id}' and tags.`kgbench.role` = 'job'"
+        query = f"tags.`{SWEEP_ID}` = '{sweep_id}' and tags.`{ROLE}` = '{ROLE_JOB}'"
         runs = client.search_runs(exp, query, max_results=5000)
     return sorted(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id))
 
 
 def promoted_runs(client: MlflowClient, experiment_ids: Sequence[str]) -> list[Run]:
-    return client.search_runs(list(experiment_ids), "tags.promoted = 'true'", max_results=1000)
+    return client.search_runs(list(experiment_ids), f"tags.`{PROMOTED}` = 'true'", max_results=1000)
 
 
 def swept_keys(runs: Sequence[Run]) -> list[str]:
@@ -143,21 +151,21 @@ def candidates(runs: Sequence[Run]) -> list[Candidate]:
             Candidate(
                 run_id=run.info.run_id,
                 status=run.info.status,
-                backend=tags.get("backend") or run.data.params.get("backend", ""),
+                backend=tags.get(BACKEND) or run.data.params.get("backend", ""),
                 req_per_s=_metric(run, "req_per_s"),
                 p50_ms=_metric(run, "p50_ms"),
                 p99_ms=_metric(run, "p99_ms"),
                 errors=_metric(run, "errors"),
                 timeouts=_metric(run, "timeouts"),
-                unstable=_flag(run, "kgbench.unstable"),
-                invalid=_flag(run, "kgbench.invalid"),
-                invalid_reason=tags.get("kgbench.invalid_reason", ""),
-                failed=tags.get("kgbench.status") == "failed",
-                pruned=_flag(run, "kgbench.pruned"),
-                simulated=_flag(run, "simulated"),
-                promoted=_flag(run, "promoted"),
+                unstable=_flag(run, UNSTABLE),
+                invalid=_flag(run, INVALID),
+                invalid_reason=tags.get(INVALID_REASON, ""),
+                failed=tags.get(STATUS) == "failed",
+                pruned=_flag(run, PRUNED),
+                simulated=_flag(run, SIMULATED),
+                promoted=_flag(run, PROMOTED),
                 label=label_of(run, keys),
-                extra={"mode": tags.get("mode") or run.data.params.get("mode", "")},
+                extra={"mode": tags.get(MODE) or run.data.params.get("mode", "")},
                 req_per_s_low=_metric(run, "req_per_s_ci_low"),
                 req_per_s_high=_metric(run, "req_per_s_ci_high"),
                 goodput_per_s=_metric(run, "goodput_per_s"),

@@ -15,7 +15,8 @@ from typing import Any
 
 import yaml
 
-from kgserve.settings import PROJECT_ROOT, Settings
+from kgserve.paths import PROJECT_ROOT
+from kgserve.settings import Settings
 
 __all__ = ["DEFAULT_SCRATCH_DIR", "ScratchRuntime", "scratch_runtime", "serve_command"]
 

@@ -117,12 +117,6 @@ class BenchmarkResult:
             metrics["recommended_threads"] = float(self.recommended_threads)
         return {k: v for k, v in metrics.items() if math.isfinite(v)}
 
-    def tags(self) -> dict[str, str]:
-        return {
-            "kgbench.recommended_threads": str(self.recommended_threads or ""),
-            "kgbench.recommended_source": self.recommended_source,
-        }
-
 
 def _float(text: str) -> float:
     try:

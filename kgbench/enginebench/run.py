@@ -19,7 +19,8 @@ Contract with kgbench/sweep/job.py (the job owns MLflow; this module never impor
         ...                               # attach exc.raw_text as artifact benchmark_output.txt
     for key, value in bench.metrics().items(): log_metric(key, value)          # incl. engine_start_s
     for key, value, step in bench.metric_series(): log_metric(key, value, step=step)  # step = threads
-    set_tags(bench.tags())            # kgbench.recommended_threads, kgbench.trt_cache (hit|miss)
+    # tags (named in kgbench.track.schema): bench.result.recommended_threads / recommended_source,
+    # bench.trt_cache (hit|miss|None)
     log_artifact(bench.cfg_path)      # the GTP-style cfg the benchmark ran with (benchmark.cfg)
 
 `katago benchmark` refuses an analysis cfg (it requires the GTP key `numSearchThreads`), so
@@ -36,7 +37,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from kgbench.enginebench.parse import (
@@ -123,7 +124,6 @@ class EngineBenchRun:
     stdout: str
     stderr: str
     trt_cache: str | None = None  # "hit" | "miss" | None (not TensorRT)
-    extra_tags: dict[str, str] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, float]:
         out = dict(self.result.headline_metrics())
@@ -134,12 +134,6 @@ class EngineBenchRun:
 
     def metric_series(self) -> list[tuple[str, float, int]]:
         return self.result.metric_series()
-
-    def tags(self) -> dict[str, str]:
-        tags = {**self.result.tags(), **self.extra_tags}
-        if self.trt_cache is not None:
-            tags["kgbench.trt_cache"] = self.trt_cache
-        return tags
 
 
 class _Reader(threading.Thread):

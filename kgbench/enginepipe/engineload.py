@@ -1,6 +1,6 @@
 """Closed-loop load straight into one analysis-engine process over its stdin pipe (no kgserve, no HTTP).
 
-Used by the throughput calibration (``kgbench.bench.calibration``) to hold a real KataGo and the simulated engine
+Used by the throughput calibration (``benchmarks.calibration``) to hold a real KataGo and the simulated engine
 to exactly the same load: ``queries`` queries of ``visits`` visits from the same seeded position stream, at most
 ``concurrency`` outstanding. Needs only the standard library, psutil and ``kgbench.load.traffic``, so it also runs
 on a bare GPU host.
@@ -25,10 +25,10 @@ from typing import NamedTuple
 import psutil
 
 from kgbench.load.traffic import QuerySource, load_games
+from kgserve.katago.protocol import READY_LINE
 
 __all__ = ["EngineLoadResult", "nineteen_by_nineteen", "run_engine_load", "run_engine_load_sync"]
 
-READY_MARKER = "ready to begin handling requests"
 _NN_STAT = re.compile(r"NN (rows|batches): (\d+)\s*$")
 
 
@@ -79,7 +79,7 @@ async def _wait_ready(stderr: asyncio.StreamReader, tail: list[str], timeout_s: 
             raise RuntimeError(f"engine exited before it was ready; stderr tail: {tail[-5:]}")
         text = line.decode(errors="replace").rstrip()
         tail.append(text)
-        if READY_MARKER in text:
+        if READY_LINE in text:
             return
 
 
@@ -212,7 +212,7 @@ def run_engine_load_sync(argv: Sequence[str], source: QuerySource, **kwargs: obj
 
 
 def _main() -> None:
-    """python -m kgbench.bench.engineload CONFIG MODEL VISITS QUERIES CONCURRENCY [BIN]: one point, as JSON"""
+    """python -m kgbench.enginepipe.engineload CONFIG MODEL VISITS QUERIES CONCURRENCY [BIN]: one point, as JSON"""
     if len(sys.argv) not in (6, 7) or (len(sys.argv) == 6 and not os.environ.get("KGBENCH_KATAGO_BIN")):
         raise SystemExit(f"usage: {_main.__doc__} (BIN defaults to $KGBENCH_KATAGO_BIN)")
     cfg, model, visits, queries, concurrency = sys.argv[1:6]

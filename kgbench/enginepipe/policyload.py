@@ -3,7 +3,7 @@
 Answers issue 14's question "how does one kgserve process's capacity compare with the engine's" with a real
 engine, and writes Markdown tables:
 
-1. the analysis engine alone over its stdin pipe (``kgbench.bench.engineload``), one row per engine cfg;
+1. the analysis engine alone over its stdin pipe (``kgbench.enginepipe.engineload``), one row per engine cfg;
 2. the same engine behind one kgserve process, loaded over HTTP by several load-generator processes at once
    (one Python client process cannot read thousands of ~15 KB responses a second);
 3. kgserve's own ceiling with the zero-cost sim engine (``KGSERVE_SIM_FIXED_RPS=0``), and the same with 1, 2
@@ -14,7 +14,7 @@ engine, and writes Markdown tables:
 branch), so a hot-path change is measured on the same machine in the same run. Run it from a folder without a
 ``kgserve`` package: ``python -m kgserve`` puts its working folder ahead of PYTHONPATH.
 
-    python -m kgbench.bench.policyload --bin KATAGO --model NET --out DIR [--cfg 64:64:2 --cfg 256:256:4 ...]
+    python -m kgbench.enginepipe.policyload --bin KATAGO --model NET --out DIR [--cfg 64:64:2 --cfg 256:256:4 ...]
 
 Every load is bounded: a fixed number of queries (engine alone) or a fixed number of windows (HTTP).
 """
@@ -36,11 +36,13 @@ from typing import Any
 
 import psutil
 
-from kgbench.bench.common import cleanup_devices, engine_pids, kgserve_running, machine_line, sim_env, sim_settings
-from kgbench.bench.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load
-from kgbench.bench.serving import ShapedSource
+from kgbench.enginepipe.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load
 from kgbench.load.generator import run_load_sync
+from kgbench.load.traffic import ShapedSource
 from kgbench.load.types import LoadSettings
+from kgbench.targets.kgserve_process import engine_pids, kgserve_running
+from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.track.machine import machine_line
 from kgserve.settings import Settings, load_settings
 
 POLICY_EXTRA: dict[str, Any] = {"includePolicy": True, "includeOwnership": True}

@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from kgserve.paths import PROJECT_ROOT
+
 DEFAULT_DIRS = (
-    REPO_ROOT / "assets" / "analysis" / "inputs",
-    REPO_ROOT / "tests" / "data" / "katago-reference" / "samples" / "inputs",
+    PROJECT_ROOT / "assets" / "analysis" / "inputs",
+    PROJECT_ROOT / "tests" / "data" / "katago-reference" / "samples" / "inputs",
 )
 DEFAULT_KOMI_OFFSETS = (-1.0, -0.5, 0.0, 0.5, 1.0)
 COLUMNS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"  # GTP: no I
@@ -224,3 +225,18 @@ class QuerySource:
         """Share of the positions handed out so far that had been handed out before (by this source, or with a
         ledger's offsets by any job of the sweep)."""
         return self.repeats / self.sent if self.sent else 0.0
+
+
+class ShapedSource(QuerySource):
+    """Distinct positions, with the response size steered: the sample's include* flags replaced by ``extra``."""
+
+    def __init__(self, extra: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        source = QuerySource.from_dirs(**kwargs)
+        super().__init__(source.games, seed=kwargs.get("seed", 0))
+        self.extra = dict(extra or {})
+
+    def next(self) -> tuple[str, dict[str, Any]]:
+        key, body = super().next()
+        body = {k: v for k, v in body.items() if not k.startswith("include")}
+        body.update(self.extra)
+        return key, body

@@ -17,14 +17,27 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep import modes
 from kgbench.sweep.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.grouping import build_key
-from kgbench.sweep.lost_jobs import JOB_KEY_TAG
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.render import RenderError
 from kgbench.sweep.spec import Prepared, check_engine_files, prepare, section
-from kgbench.targets.kgserve_process import JobFailure
+from kgbench.targets.base import TargetError
 from kgbench.track import tracking
 from kgbench.track.gpu import gpu_name
+from kgbench.track.schema import (
+    BACKEND,
+    BUILD_GROUP,
+    COLD_START,
+    INVALID,
+    JOB_KEY,
+    MODE,
+    SIMULATED,
+    UNSTABLE,
+    WARNINGS,
+    flag,
+)
+from kgserve.engine.client import is_simulated
 from kgserve.settings import ConfigError
 
 __all__ = ["JobContext", "JobOutcome", "context_from_hydra", "run_job"]
@@ -88,23 +101,23 @@ def _params(cfg: DictConfig, prepared: Prepared) -> dict[str, Any]:
 def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
     backend = str(cfg.get("backend", ""))
     # where a job ran on a cluster: its PBS job (logs, accounting) and the launcher's key for it
-    placement = {"pbs_job_id": os.environ.get("PBS_JOBID"), JOB_KEY_TAG: ctx.job_key}
+    placement = {"pbs_job_id": os.environ.get("PBS_JOBID"), JOB_KEY: ctx.job_key}
     return {
         **{k: v for k, v in placement.items() if v},
-        "backend": backend,
-        "simulated": "true" if backend == "sim" else "false",
+        BACKEND: backend,
+        SIMULATED: flag(is_simulated(backend)),
         "transport": str(cfg.get("transport", "http")),
-        "mode": str(cfg.get("mode", "load")),
+        MODE: str(cfg.get("mode", "load")),
         "hydra_overrides": ctx.label,
         "host": tracking.host_name(),
         "git_commit": tracking.git_commit(),
         "gpu_name": gpu_name() or "none",
-        "kgbench.unstable": "false",
-        "kgbench.invalid": "false",
+        UNSTABLE: flag(False),
+        INVALID: flag(False),
         # every job starts its own kgserve: no engine or NN cache carries over from another job (and in a sweep
         # no position either: kgbench.sweep.positions)
-        "kgbench.cold_start": "true",
-        **({"kgbench.build_group": key} if (key := build_key(section_of_top(cfg))) else {}),
+        COLD_START: flag(True),
+        **({BUILD_GROUP: key} if (key := build_key(section_of_top(cfg))) else {}),
     }
 
 
@@ -122,7 +135,7 @@ def _execute(cfg: DictConfig, ctx: JobContext, run: tracking.JobRun, progress: J
     for warning in prepared.rendered.warnings:
         progress.stage(f"warning: {warning}")
     if prepared.rendered.warnings:
-        run.set_tags({"kgbench.warnings": " | ".join(prepared.rendered.warnings)})
+        run.set_tags({WARNINGS: " | ".join(prepared.rendered.warnings)})
     check_engine_files(prepared)
     if prepared.mode == "engine":
         return modes.engine_mode(cfg, prepared, ctx.job_dir, run, progress)
@@ -157,7 +170,7 @@ def run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
     try:
         with progress:
             value = _execute(cfg, ctx, run, progress)
-    except (JobFailure, RenderError, ConfigError) as exc:
+    except (JobFailure, TargetError, RenderError, ConfigError) as exc:
         reason = _one_line(str(exc))
     except KeyboardInterrupt:
         run.finish(False, "interrupted (Ctrl-C)")

@@ -9,10 +9,9 @@ from collections.abc import Mapping
 from mlflow.tracking import MlflowClient
 
 from kgbench.track import tracking
+from kgbench.track.schema import JOB_KEY
 
-__all__ = ["JOB_KEY_TAG", "record_lost_job"]
-
-JOB_KEY_TAG = "kgbench.job_key"
+__all__ = ["record_lost_job"]
 
 
 def record_lost_job(
@@ -28,7 +27,7 @@ def record_lost_job(
 ) -> str:
     """Mark the job's unfinished run FAILED with `reason` (or create a FAILED run); returns the run id."""
     experiment_id = tracking.ensure_experiment(client, experiment)
-    found = client.search_runs([experiment_id], filter_string=f"tags.`{JOB_KEY_TAG}` = '{job_key}'", max_results=5)
+    found = client.search_runs([experiment_id], filter_string=f"tags.`{JOB_KEY}` = '{job_key}'", max_results=5)
     for run in found:
         if run.info.status in ("RUNNING", "SCHEDULED"):
             tracking.JobRun(client, run.info.run_id).finish(False, reason)
@@ -40,7 +39,7 @@ def record_lost_job(
         run_name=label,
         sweep_id=sweep_id,
         parent_run_id=parent_run_id,
-        tags={**tags, JOB_KEY_TAG: job_key},
+        tags={**tags, JOB_KEY: job_key},
     )
     job_run.finish(False, reason)
     return job_run.run_id

@@ -1,13 +1,13 @@
-"""The two things a job can measure once its cfg is rendered: `mode=load` (kgserve or the direct pipe under the
-load generator) and `mode=engine` (KataGo's own `katago benchmark`). Each logs its figures to the job's run
-and returns the headline number; a failure raises JobFailure with a one-line reason.
+"""The two things a job can measure once its cfg is rendered: `mode=load` (a target, kgserve or the direct pipe,
+under the load generator) and `mode=engine` (KataGo's own `katago benchmark`). Each logs its figures to the job's
+run and returns the headline number; a failure raises JobFailure with a one-line reason.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -16,23 +16,31 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.enginebench.parse import trt_cache_status
 from kgbench.enginebench.run import EngineBenchError, run_engine_benchmark
-from kgbench.load.generator import run_load
 from kgbench.load.traffic import QuerySource
-from kgbench.load.types import HttpTarget, LevelHook, LoadResult, LoadSettings
+from kgbench.load.types import LevelHook, LoadResult, LoadSettings
 from kgbench.search.trial import TrialLink
-from kgbench.sweep.direct_job import via_direct
+from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.positions import job_queries, position_metrics
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.spec import Prepared, section
-from kgbench.targets.kgserve_process import (
-    JobFailure,
-    KgserveProcess,
-    find_unused_keys,
-    parse_nn_stats,
-    unused_key_reason,
-)
+from kgbench.targets.base import Target
+from kgbench.targets.direct import PoolTarget
+from kgbench.targets.enginelog import find_unused_keys, parse_nn_stats, unused_key_reason
+from kgbench.targets.http import KgserveTarget
 from kgbench.track.gpu import GpuSampler
+from kgbench.track.schema import (
+    KATAGO_VERSION,
+    MODEL_FILE,
+    MODEL_SHA256,
+    PRUNED,
+    RECOMMENDED_SOURCE,
+    RECOMMENDED_THREADS,
+    SIMULATED,
+    TRT_CACHE,
+    flag,
+)
 from kgbench.track.tracking import JobRun, log_load_result
+from kgserve.engine.client import is_simulated
 
 __all__ = ["engine_mode", "headline_req_per_s", "load_mode", "model_sha256"]
 
@@ -58,15 +66,15 @@ def model_sha256(path: Path) -> str | None:
 
 def _model_tags(prepared: Prepared) -> dict[str, str]:
     model = prepared.settings.engine.model_for(prepared.backend)
-    return {"model_file": model.name, "model_sha256": model_sha256(model) or "unknown"}
+    return {MODEL_FILE: model.name, MODEL_SHA256: model_sha256(model) or "unknown"}
 
 
-def _ready_tags(ready: dict[str, Any]) -> dict[str, str]:
+def _ready_tags(ready: Mapping[str, Any]) -> dict[str, str]:
     tags: dict[str, str] = {}
     if ready.get("katago_version"):
-        tags["katago_version"] = str(ready["katago_version"])
+        tags[KATAGO_VERSION] = str(ready["katago_version"])
     if "simulated" in ready:
-        tags["simulated"] = "true" if ready.get("simulated") else "false"
+        tags[SIMULATED] = flag(bool(ready.get("simulated")))
     return tags
 
 
@@ -90,37 +98,42 @@ def _load_settings(cfg: DictConfig) -> LoadSettings:
         raise JobFailure(f"bad load settings: {exc}") from None
 
 
-def _via_kgserve(
+def _target(prepared: Prepared, job_dir: Path) -> Target:
+    log_path = job_dir / "kgserve_stderr.log"  # the engines' stderr either way (the file, not the terminal)
+    if prepared.transport == "direct":
+        return PoolTarget(prepared.settings, prepared.backend, log_path)
+    return KgserveTarget(prepared.kgserve_config, log_path)
+
+
+def _measure(
+    target: Target,
     prepared: Prepared,
     load: LoadSettings,
     queries: QuerySource,
-    job_dir: Path,
     run: JobRun,
     progress: JobProgress,
     on_level: LevelHook | None = None,
 ) -> tuple[LoadResult, dict[str, float], str | None]:
-    """kgserve as a subprocess under the load generator: (result, extra metrics, `Unused key` failure or None)."""
-    backend = prepared.settings.engine.backend_settings(prepared.backend)
-    proc = KgserveProcess(prepared.kgserve_config, job_dir / "kgserve_stderr.log")
-    progress.stage(f"starting kgserve ({prepared.engines} {prepared.backend} engine(s))")
-    proc.start()
+    """The target under the load generator: (result, extra metrics, `Unused key` failure or None)."""
+    timeout = prepared.settings.engine.backend_settings(prepared.backend).startup_timeout_s * prepared.engines + 60
+    progress.stage(f"starting {target.name} ({prepared.engines} {prepared.backend} engine(s), {prepared.transport})")
     extra: dict[str, float] = {}
     try:
-        timeout = backend.startup_timeout_s * prepared.engines + 60
-        start_s, ready = proc.wait_ready(timeout, note=progress.stage)
+        start_s, ready = target.start(timeout, progress.stage)
         extra["engine_start_s"] = start_s
         run.log_metrics({"engine_start_s": start_s})
         run.set_tags(_ready_tags(ready))
-        progress.stage(f"ready after {start_s:.1f} s at {proc.url}; measuring")
-        assert proc.url is not None
+        progress.stage(f"ready after {start_s:.1f} s; measuring through {target.where}")
         with GpuSampler() as gpu:
-            result = asyncio.run(run_load(HttpTarget(proc.url), load, queries, progress.update, on_level))
+            result = target.measure(load, queries, progress.update, on_level)
         extra.update(gpu.metrics())
     finally:
-        progress.stage("stopping kgserve")
-        proc.stop(prepared.settings.server.grace_period_s)
-    extra.update(parse_nn_stats(proc.text()))
-    return result, extra, proc.unused_key_reason() if proc.unused_keys else None
+        progress.stage(f"stopping {target.name}")
+        target.stop(prepared.settings.server.grace_period_s)
+    log = target.engine_log()
+    extra.update(parse_nn_stats(log))
+    unused = find_unused_keys(log)
+    return result, extra, unused_key_reason(unused) if unused else None
 
 
 def load_mode(
@@ -143,21 +156,18 @@ def load_mode(
     hook = link.on_level if link is not None else None
     log_path = job_dir / "kgserve_stderr.log"
     try:
-        if prepared.transport == "direct":
-            result, extra, unused = via_direct(prepared, load, queries, job_dir, run, progress, hook)
-        else:
-            result, extra, unused = _via_kgserve(prepared, load, queries, job_dir, run, progress, hook)
+        result, extra, unused = _measure(_target(prepared, job_dir), prepared, load, queries, run, progress, hook)
         extra.update(position_metrics(queries))
     finally:
         log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
         if cache := trt_cache_status(log_text):  # TensorRT timing cache hit or miss, from the engine's log
-            run.set_tags({"kgbench.trt_cache": cache})
+            run.set_tags({TRT_CACHE: cache})
     if unused is not None:  # KataGo ignored a key: the figures are logged, but they do not measure this cfg
         log_load_result(run, result, extra, job_dir, "")
         headline_req_per_s(result)
         raise JobFailure(unused)
     if link is not None and link.pruned_at is not None:
-        run.set_tags({"kgbench.pruned": "true"})
+        run.set_tags({PRUNED: flag(True)})
         progress.stage(f"pruned by the search after level {link.pruned_at + 1}")
     log_load_result(run, result, extra, job_dir, f"{prepared.backend} {prepared.transport}: {job_dir.name}")
     return headline_req_per_s(result)
@@ -196,16 +206,19 @@ def engine_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun,
     run.log_metrics(bench.metrics())
     run.log_metric_points([(name, value, step) for name, value, step in bench.metric_series()])
     output = bench.stdout + "\n" + bench.stderr
-    tags = dict(bench.tags())
+    tags = {RECOMMENDED_THREADS: str(bench.result.recommended_threads or "")}
+    tags[RECOMMENDED_SOURCE] = bench.result.recommended_source
+    if bench.trt_cache is not None:
+        tags[TRT_CACHE] = bench.trt_cache
     if match := _VERSION_RE.search(output):
-        tags["katago_version"] = match.group(1)
-    if "SIMULATED" in output or prepared.backend == "sim":
-        tags["simulated"] = "true"
+        tags[KATAGO_VERSION] = match.group(1)
+    if is_simulated(prepared.backend, tags.get(KATAGO_VERSION), output=output):
+        tags[SIMULATED] = flag(True)
     run.set_tags(tags)
     if unused := find_unused_keys(output):
         raise JobFailure(unused_key_reason(unused))
     visits = bench.metrics().get("visits_per_s")
     if visits is None:
         raise JobFailure("katago benchmark reported no visits/s")
-    progress.stage(f"recommended threads: {tags.get('kgbench.recommended_threads') or '-'}")
+    progress.stage(f"recommended threads: {tags.get(RECOMMENDED_THREADS) or '-'}")
     return float(visits)

@@ -10,11 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import ClusterSettings
 
 __all__ = ["PBSOptions", "cluster_kwargs", "resource_spec"]
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ def resource_spec(cluster: ClusterSettings) -> str:
     return f"select=1:ncpus={cluster.cpus}:ngpus={cluster.gpus}:mem={cluster.memory}"
 
 
-def worker_prologue(cluster: ClusterSettings, repo: Path = REPO_ROOT) -> list[str]:
+def worker_prologue(cluster: ClusterSettings, repo: Path = PROJECT_ROOT) -> list[str]:
     """Run the worker in this checkout (it unpickles kgbench's job function), then the configured lines."""
     where = shlex.quote(str(repo))
     return [f"cd {where}", f'export PYTHONPATH={where}"${{PYTHONPATH:+:$PYTHONPATH}}"', *cluster.sweep.prologue]

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from kgbench.load.ledger import LEDGER_NAME, LedgerError, PositionLedger
 from kgbench.load.traffic import QuerySource
-from kgbench.targets.kgserve_process import JobFailure
-from kgbench.track.coldstart import POSITIONS_TAG
+from kgbench.sweep.failure import JobFailure
+from kgbench.track.schema import POSITIONS, POSITIONS_LEDGER
 
 __all__ = ["job_queries", "position_metrics"]
 
@@ -19,14 +19,14 @@ def job_queries(seed: int, sweep_dir: Path | None, job: str) -> tuple[QuerySourc
     ``load.seed``; in a sweep the first job's seed orders the positions of every job."""
     own = QuerySource.from_dirs(seed=seed)
     if sweep_dir is None:
-        return own, {POSITIONS_TAG: "run"}
+        return own, {POSITIONS: "run"}
     path = sweep_dir / LEDGER_NAME
     try:
         ledger = PositionLedger(path, seed=seed, positions=own.size, job=job)
     except (LedgerError, OSError) as exc:  # without the ledger the job would silently repeat other jobs' positions
         raise JobFailure(f"cannot reserve positions in the sweep's ledger {path}: {exc}") from None
     source = QuerySource(own.games, seed=ledger.seed, offsets=ledger.offsets())
-    return source, {POSITIONS_TAG: "sweep", "kgbench.positions_ledger": str(path)}
+    return source, {POSITIONS: "sweep", POSITIONS_LEDGER: str(path)}
 
 
 def position_metrics(source: QuerySource) -> dict[str, float]:

@@ -12,8 +12,8 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.render import Rendered, render_cfg
-from kgbench.targets.kgserve_process import JobFailure
 from kgserve.preflight import startup_problems
 from kgserve.settings import DEFAULT_CONFIG_PATH, Settings, load_settings
 

@@ -1,8 +1,8 @@
-"""kgserve as a subprocess of a kgbench job: start on a free loopback port, wait for /readyz, stop with
-SIGTERM, and read the engines' exit statistics (`engine[i] stderr: NN rows: N` ...) from its log.
+"""kgserve as a subprocess: start on a free loopback port, wait for /readyz, stop with SIGTERM, and keep its log
+(the engines' stderr lines in it: kgbench.targets.enginelog reads their exit statistics and `Unused key` warnings).
 
-The one kgserve-process helper: kgbench jobs, the benchmark scripts (kgbench/bench) and the tests all start
-kgserve through it.
+The one kgserve-process helper: kgbench jobs (kgbench.targets.http), the benchmarks (benchmarks/) and the tests
+all start kgserve through it; `kgserve_running` is it as a context manager, with a config file of its own.
 
 kgserve's stdout and stderr go (merged) to one log file, read line by line as they come, so the port, an
 `Unused key` warning and a start-up failure are seen at once.
@@ -13,62 +13,28 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 import psutil
+import yaml
 
-__all__ = ["JobFailure", "KgserveProcess", "find_unused_keys", "parse_nn_stats", "unused_key_reason"]
+from kgbench.targets.base import TargetError
+from kgbench.targets.enginelog import MAX_LINES, UNUSED_KEY, unused_key_reason
+from kgserve.logformat import LISTENING_RE
+from kgserve.settings import Settings
 
-_LISTEN_RE = re.compile(r"kgserve listening on (http://\S+?):(\d+)\b")
-_UNUSED_RE = re.compile(r"Unused key '([^']+)'")
-MAX_LINES = 50_000
-_NN_RE = re.compile(r"engine\[(\d+)\] stderr: .*?NN (rows|batches|avg batch size): (\S+)")
-
-
-class JobFailure(RuntimeError):
-    """A job that cannot produce figures; the message is the one-line failure reason."""
-
-
-def find_unused_keys(text: str) -> list[str]:
-    """Keys KataGo reported as `Unused key` (it ignores them and runs with its defaults)."""
-    return sorted(set(_UNUSED_RE.findall(text)))
-
-
-def unused_key_reason(keys: list[str]) -> str:
-    """The one-line failure for keys KataGo warned about as `Unused key`."""
-    names = ", ".join(map(repr, keys))
-    return f"the engine warned 'Unused key' for {names}: KataGo ignored it and would run with its default"
-
-
-def parse_nn_stats(text: str) -> dict[str, float]:
-    """nn_rows, nn_batches (summed over engines) and nn_avg_batch_size (rows / batches) from kgserve's log.
-    Empty when no engine printed its statistics (killed, or never started)."""
-    per_engine: dict[int, dict[str, float]] = {}
-    for index, kind, value in _NN_RE.findall(text):
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        per_engine.setdefault(int(index), {})[kind] = number  # the last report of an engine wins
-    rows = sum(stats.get("rows", 0.0) for stats in per_engine.values())
-    batches = sum(stats.get("batches", 0.0) for stats in per_engine.values())
-    if not per_engine or not any("rows" in stats for stats in per_engine.values()):
-        return {}
-    out = {"nn_rows": rows, "nn_batches": batches}
-    if batches > 0:
-        out["nn_avg_batch_size"] = rows / batches
-    return out
+__all__ = ["KgserveProcess", "engine_pids", "kgserve_running", "write_config"]
 
 
 class KgserveProcess:
@@ -117,9 +83,9 @@ class KgserveProcess:
             self._log.flush()
             with self._lock:
                 self._lines.append(line)
-                if self.url is None and (match := _LISTEN_RE.search(line)):
+                if self.url is None and (match := LISTENING_RE.search(line)):
                     self.url = f"{match.group(1)}:{match.group(2)}"
-                if (match := _UNUSED_RE.search(line)) and match.group(1) not in self.unused_keys:
+                if (match := UNUSED_KEY.search(line)) and match.group(1) not in self.unused_keys:
                     self.unused_keys.append(match.group(1))
 
     def text(self) -> str:
@@ -153,7 +119,7 @@ class KgserveProcess:
                 proc.send_signal(signal.SIGKILL)
 
     def wait_listening(self, timeout_s: float = 60.0) -> str:
-        """Block until kgserve logs its address and return it. Raises JobFailure when kgserve exits first or
+        """Block until kgserve logs its address and return it. Raises TargetError when kgserve exits first or
         `timeout_s` passes."""
         assert self.proc is not None
         deadline = time.monotonic() + timeout_s
@@ -163,9 +129,9 @@ class KgserveProcess:
                 self._join_reader()
                 if self.url is not None:
                     break
-                raise JobFailure(self._startup_reason(code))
+                raise TargetError(self._startup_reason(code))
             if time.monotonic() > deadline:
-                raise JobFailure(f"kgserve did not log its address within {timeout_s:g} s")
+                raise TargetError(f"kgserve did not log its address within {timeout_s:g} s")
             time.sleep(0.05)
         return self.url
 
@@ -179,7 +145,7 @@ class KgserveProcess:
         self, timeout_s: float = 60.0, note: Callable[[str], None] | None = None, note_every_s: float = 30.0
     ) -> tuple[float, dict[str, Any]]:
         """Block until /readyz says ready; returns (seconds since start, the /readyz JSON).
-        Raises JobFailure when kgserve exits, an engine warns `Unused key`, an engine keeps failing to start,
+        Raises TargetError when kgserve exits, an engine warns `Unused key`, an engine keeps failing to start,
         or `timeout_s` passes."""
         assert self.proc is not None
         started = time.monotonic()
@@ -188,13 +154,13 @@ class KgserveProcess:
         while True:
             elapsed = time.monotonic() - started
             if self.unused_keys:
-                raise JobFailure(self.unused_key_reason())
+                raise TargetError(self.unused_key_reason())
             code = self.proc.poll()
             if code is not None:
                 self._join_reader()
                 if self.unused_keys:
-                    raise JobFailure(self.unused_key_reason())
-                raise JobFailure(self._startup_reason(code))
+                    raise TargetError(self.unused_key_reason())
+                raise TargetError(self._startup_reason(code))
             if self.url is not None:
                 status, body = self.get_json("/readyz")
                 last = body or last
@@ -203,10 +169,10 @@ class KgserveProcess:
                 engines = body.get("engines") or []
                 if any((e.get("restarts") or 0) >= 2 and e.get("state") != "ready" for e in engines):
                     tail = " | ".join(str(x) for x in (engines[0].get("last_stderr") or [])[-2:])
-                    raise JobFailure(f"engine failed to start: {body.get('reason') or 'restarting'} ({tail})")
+                    raise TargetError(f"engine failed to start: {body.get('reason') or 'restarting'} ({tail})")
             if elapsed > timeout_s:
                 reason = last.get("reason") if last else "no /readyz answer"
-                raise JobFailure(f"kgserve not ready within {timeout_s:g} s (startup_timeout_s): {reason}")
+                raise TargetError(f"kgserve not ready within {timeout_s:g} s (startup_timeout_s): {reason}")
             if note is not None and elapsed >= next_note:
                 next_note += note_every_s
                 note(
@@ -253,3 +219,39 @@ class KgserveProcess:
                 self._log.close()
             if self.proc is not None and self.proc.stdout is not None:
                 self.proc.stdout.close()
+
+
+def write_config(settings: Settings, directory: Path, *, max_inflight: int = 4096) -> Path:
+    """A kgserve config file with absolute paths, loopback, port 0, no auth."""
+    data: dict[str, Any] = settings.model_dump(mode="json")
+    data["server"].update(host="127.0.0.1", port=0, auth_token_env=None)
+    data.setdefault("limits", {})["max_inflight_queries"] = max_inflight
+    path = directory / "kgserve_bench.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@contextlib.contextmanager
+def kgserve_running(
+    settings: Settings, env: Mapping[str, str], *, max_inflight: int = 4096, ready_timeout_s: float = 90.0
+) -> Iterator[KgserveProcess]:
+    """A real ``python -m kgserve`` subprocess with ``settings`` on a free loopback port, ready; stopped (SIGTERM)
+    on exit."""
+    with tempfile.TemporaryDirectory(prefix="kgbench-kgserve-") as tmp:
+        config = write_config(settings, Path(tmp), max_inflight=max_inflight)
+        proc = KgserveProcess(config, Path(tmp) / "kgserve.log", env)
+        proc.start()
+        try:
+            proc.wait_ready(ready_timeout_s)
+            yield proc
+        finally:
+            proc.stop(grace_s=5.0)
+            if proc.proc is not None and proc.proc.stdout is not None:
+                proc.proc.stdout.close()
+
+
+def engine_pids(proc: KgserveProcess, ready_only: bool = False) -> list[int]:
+    """Pids of kgserve's live engines (``ready_only``: of those in state ready), from /readyz."""
+    _, body = proc.get_json("/readyz")
+    engines = body.get("engines") or []
+    return [int(e["pid"]) for e in engines if e.get("pid") and (not ready_only or e.get("state") == "ready")]

@@ -10,10 +10,9 @@ from dataclasses import dataclass
 from mlflow.entities import Run
 
 from kgbench.load.ledger import LEDGER_NAME
+from kgbench.track.schema import COLD_START, POSITIONS
 
-__all__ = ["POSITIONS_TAG", "ColdStart", "cold_start"]
-
-POSITIONS_TAG = "kgbench.positions"  # "sweep": reserved in the sweep's ledger; "run": the job's own stream
+__all__ = ["ColdStart", "cold_start"]
 
 
 @dataclass(frozen=True)
@@ -73,11 +72,11 @@ def cold_start(runs: Iterable[Run]) -> ColdStart:
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
         jobs += 1
-        cold += tags.get("kgbench.cold_start") == "true"
+        cold += tags.get(COLD_START) == "true"
         if "position_repeat_rate" not in metrics and "positions_sent" not in metrics:
             continue
         load_jobs += 1
-        if tags.get(POSITIONS_TAG) != "sweep":
+        if tags.get(POSITIONS) != "sweep":
             continue
         from_ledger += 1
         sent += int(metrics.get("positions_sent", 0))

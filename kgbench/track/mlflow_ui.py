@@ -22,6 +22,8 @@ from urllib.parse import urlencode
 from mlflow.entities import Experiment
 from mlflow.tracking import MlflowClient
 
+from kgbench.track.schema import PROMOTED, ROLE, ROLE_JOB, SIMULATED, UNSTABLE
+
 __all__ = [
     "EXPERIMENT_KIND",
     "EXPERIMENT_KIND_TAG",
@@ -46,7 +48,7 @@ PARAM_COLUMNS = (
     "katago.numSearchThreadsPerAnalysisThread",
     "katago.nnCacheSizePowerOfTwo",
 )
-TAG_COLUMNS = ("simulated", "promoted", "kgbench.unstable")
+TAG_COLUMNS = (SIMULATED, PROMOTED, UNSTABLE)
 LOCAL_UI = "http://127.0.0.1:5000"  # where a plain `mlflow ui` listens
 
 
@@ -57,7 +59,7 @@ def _column(kind: str, name: str) -> str:
 def view_state() -> dict[str, object]:
     """The runs table state of the saved view (MLflow merges it over its defaults when the view opens)."""
     return {
-        "searchFilter": "tags.`kgbench.role` = 'job'",
+        "searchFilter": f"tags.`{ROLE}` = '{ROLE_JOB}'",
         "orderByKey": _column("metrics", "req_per_s"),
         "orderByAsc": False,
         "selectedColumns": [

@@ -10,6 +10,8 @@ import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
+from kgbench.track.schema import FAILURE_REASON, INVALID_REASON, PARENT_RUN
+
 __all__ = ["COLUMNS", "child_runs", "format_table", "overheads", "sweep_table"]
 
 # (column, metric)
@@ -26,7 +28,7 @@ COLUMNS: list[tuple[str, str]] = [
 
 
 def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> list[Run]:
-    return list(client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{parent_run_id}'", max_results=5000))
+    return list(client.search_runs([experiment_id], f"tags.`{PARENT_RUN}` = '{parent_run_id}'", max_results=5000))
 
 
 def overheads(runs: list[Run]) -> dict[str, float]:
@@ -57,7 +59,7 @@ def sweep_table(runs: list[Run]) -> pd.DataFrame:
             row[column] = metrics.get(key, math.nan)
         flags = [name for name in ("unstable", "invalid") if tags.get(f"kgbench.{name}") == "true"]
         row["flags"] = ",".join(flags)
-        row["reason"] = tags.get("kgbench.failure_reason", "") or tags.get("kgbench.invalid_reason", "")
+        row["reason"] = tags.get(FAILURE_REASON, "") or tags.get(INVALID_REASON, "")
         row["run_id"] = run.info.run_id
         row["_start"] = run.info.start_time or 0
         rows.append(row)

@@ -1,9 +1,10 @@
 """MLflow tracking for kgbench (the schema in docs/kgbench.md): a parent run per multirun, a child run per job.
 
-The store is MLFLOW_TRACKING_URI when set, else `sqlite:///<repo>/mlflow.db` with artifacts under
-`<repo>/mlruns`, which is what a bare `mlflow ui` in the repository root reads. Only kgbench imports
-mlflow (never kgserve). Everything goes through `MlflowClient` with explicit run ids: no fluent global
-"active run" state, so a failing job can never leave the next job logging into the wrong run.
+The store is kgbench.track.schema.tracking_uri(): MLFLOW_TRACKING_URI when set, else
+`sqlite:///<repo>/mlflow.db` with artifacts under `<repo>/mlruns`, which is what a bare `mlflow ui` in the
+repository root reads. Only kgbench imports mlflow (never kgserve). Everything goes through `MlflowClient` with
+explicit run ids: no fluent global "active run" state, so a failing job can never leave the next job logging into
+the wrong run.
 """
 
 from __future__ import annotations
@@ -26,9 +27,25 @@ from kgbench.load.ladder import knee
 from kgbench.load.types import LoadResult
 from kgbench.track.mlflow_ui import label_experiment
 from kgbench.track.plots import write_plots
+from kgbench.track.schema import (
+    FAILURE_REASON,
+    INVALID,
+    INVALID_REASON,
+    LADDER_STOP,
+    PARENT_RUN,
+    PROMOTED,
+    ROLE,
+    ROLE_JOB,
+    ROLE_SWEEP,
+    STATUS,
+    SWEEP_ID,
+    UNSTABLE,
+    flag,
+    tracking_uri,
+)
+from kgserve.paths import PROJECT_ROOT
 
 __all__ = [
-    "REPO_ROOT",
     "JobRun",
     "artifact_root",
     "create_sweep_run",
@@ -41,13 +58,8 @@ __all__ = [
     "use_configured_uri",
 ]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
 _MAX_PARAM = 6000
 _BATCH = 900  # MLflow accepts up to 1000 entries per log_batch
-
-
-def tracking_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{REPO_ROOT / 'mlflow.db'}"
 
 
 def use_configured_uri(uri: object) -> None:
@@ -91,10 +103,10 @@ def ensure_experiment(client: MlflowClient, name: str) -> str:
 def git_commit() -> str:
     try:
         out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+            ["git", "-C", str(PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
         )
         dirty = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", str(PROJECT_ROOT), "status", "--porcelain", "--untracked-files=no"],
             capture_output=True,
             text=True,
             timeout=10,
@@ -117,8 +129,8 @@ def create_sweep_run(client: MlflowClient, experiment: str, sweep_id: str, overr
         experiment_id,
         run_name=f"sweep {sweep_id}",
         tags={
-            "kgbench.role": "sweep",
-            "kgbench.sweep_id": sweep_id,
+            ROLE: ROLE_SWEEP,
+            SWEEP_ID: sweep_id,
             "hydra_overrides": overrides,
             "host": host_name(),
             "git_commit": git_commit(),
@@ -157,11 +169,11 @@ class JobRun:
         parent_run_id: str | None,
         tags: Mapping[str, str],
     ) -> JobRun:
-        all_tags = {"kgbench.role": "job", "promoted": "false", **tags}
+        all_tags = {ROLE: ROLE_JOB, PROMOTED: flag(False), **tags}
         if sweep_id:
-            all_tags["kgbench.sweep_id"] = sweep_id
+            all_tags[SWEEP_ID] = sweep_id
         if parent_run_id:
-            all_tags["mlflow.parentRunId"] = parent_run_id
+            all_tags[PARENT_RUN] = parent_run_id
         run = client.create_run(ensure_experiment(client, experiment), run_name=run_name, tags=all_tags)
         return cls(client, str(run.info.run_id))
 
@@ -190,9 +202,9 @@ class JobRun:
             self.client.log_artifact(self.run_id, str(path), artifact_path)
 
     def finish(self, ok: bool, reason: str | None = None) -> None:
-        tags = {"kgbench.status": "ok" if ok else "failed"}
+        tags = {STATUS: "ok" if ok else "failed"}
         if reason:
-            tags["kgbench.failure_reason"] = " ".join(reason.split())[:5000]
+            tags[FAILURE_REASON] = " ".join(reason.split())[:5000]
         self.set_tags(tags)
         finish_run(self.client, self.run_id, ok)
 
@@ -233,10 +245,10 @@ def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], jo
     run.log_metric_points(points)
     run.set_tags(
         {
-            "kgbench.ladder_stop": result.stop_reason or "",
-            "kgbench.unstable": "true" if result.unstable else "false",
-            "kgbench.invalid": "true" if result.invalid else "false",
-            "kgbench.invalid_reason": result.invalid_reason or "",
+            LADDER_STOP: result.stop_reason or "",
+            UNSTABLE: flag(result.unstable),
+            INVALID: flag(result.invalid),
+            INVALID_REASON: result.invalid_reason or "",
         }
     )
     csv_path = job_dir / "requests.csv"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kgbench.bench import calibration
-from kgbench.bench.calibration import GRID, Point, capacity, spearman
-from kgbench.bench.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load_sync
+from benchmarks import calibration
+from benchmarks.calibration import GRID, Point, capacity, spearman
+from kgbench.enginepipe.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load_sync
 from kgserve.sim.throughput import predict_throughput
 from tests.conftest import SIM_MODEL
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from kgbench.bench.bare_asgi import ndjson_line
-from kgbench.bench.hotclient import closed_loop
-from kgbench.bench.hotpath import POLICY, workloads
-from kgbench.bench.hotservers import bare_server
+from benchmarks.hotpath import POLICY, workloads
+from benchmarks.rig.bare_asgi import ndjson_line
+from benchmarks.rig.client import closed_loop
+from benchmarks.rig.servers import bare_server
 
 
 def test_ndjson_line_has_the_asked_size_and_is_json() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kgbench.bench.priority import ModeResult, Plan, engine_settings, run, table
+from benchmarks.priority import ModeResult, Plan, engine_settings, run, table
 
 
 def result(classes: bool, p99: float, batch: float) -> ModeResult:

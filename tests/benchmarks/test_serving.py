@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kgbench.bench.serving import ShapedSource, cfg_with, parse_args
+from benchmarks.serving import cfg_with, parse_args
+from kgbench.load.traffic import ShapedSource
 
 
 def test_cfg_with_replaces_and_appends(tmp_path: Path) -> None:

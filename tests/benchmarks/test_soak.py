@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgbench.bench import soak
+from benchmarks import soak
 
 
 def test_check_answer_detects_cross_delivery() -> None:

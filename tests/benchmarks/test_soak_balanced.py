@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgbench.bench import soak_balanced
+from benchmarks import soak_balanced
 from kgbench.targets.haproxy_proc import BackendStat, haproxy_binary
 
 

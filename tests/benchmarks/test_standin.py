@@ -9,9 +9,10 @@ import urllib.request
 
 import pytest
 
-from kgbench.bench.common import cleanup_devices, sim_env, sim_settings
-from kgbench.bench.hotservers import kgserve_server, standin_settings
-from kgbench.bench.standin_engine import READY, answer_lines
+from benchmarks.rig.servers import kgserve_server, standin_settings
+from benchmarks.rig.standin_engine import answer_lines
+from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgserve.katago.protocol import READY_LINE
 
 QUERY = {"id": "q", "moves": [["B", "Q16"], ["W", "D4"]], "rules": "tromp-taylor", "komi": 7.5}
 
@@ -34,9 +35,9 @@ def test_the_process_speaks_the_protocol() -> None:
         {"id": "t", "action": "terminate", "terminateId": "q"},
     ]
     stdin = b"".join(json.dumps(x).encode() + b"\n" for x in lines) + b"not json\n"
-    argv = [sys.executable, "-m", "kgbench.bench.standin_engine", "analysis", "-config", "x", "-model", "y"]
+    argv = [sys.executable, "-m", "benchmarks.rig.standin_engine", "analysis", "-config", "x", "-model", "y"]
     done = subprocess.run(argv, input=stdin, capture_output=True, timeout=60, check=True)
-    assert READY in done.stderr.decode() and "STAND-IN" in done.stderr.decode()
+    assert READY_LINE in done.stderr.decode() and "STAND-IN" in done.stderr.decode()
     out = [json.loads(line) for line in done.stdout.splitlines()]
     assert out[0]["action"] == "query_version" and "standin" in out[0]["version"]
     assert out[1]["models"][0]["name"] == "standin"

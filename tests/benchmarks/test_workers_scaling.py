@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kgbench.bench.hotclient import RoundResult
-from kgbench.bench.workers_scaling import ScalingRound, main, parse_args
+from benchmarks.rig.client import RoundResult
+from benchmarks.workers_scaling import ScalingRound, main, parse_args
 
 
 def test_rounds_of_client_processes_merge() -> None:

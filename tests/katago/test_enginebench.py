@@ -10,8 +10,8 @@ import pytest
 
 from kgbench.enginebench.parse import parse_benchmark_output
 from kgbench.enginebench.run import run_engine_benchmark
+from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 from tests.katago.conftest import TIER_CFG, RealKatago, tier_config
-from tests.kgbench.sweep.test_kgbench_cli import client_for, run_kgbench, runs_by_role
 
 pytestmark = [pytest.mark.katago, pytest.mark.slow]
 
@@ -42,7 +42,7 @@ def test_real_katago_benchmark_is_parsed(tmp_path: Path, real_katago: RealKatago
     metrics = bench.metrics()
     assert metrics["recommended_threads"] == result.recommended_threads
     assert bench.engine_start_s is not None and 0 < bench.engine_start_s < bench.wall_s
-    assert "kgbench.trt_cache" not in bench.tags()  # Eigen: no TensorRT cache line
+    assert bench.trt_cache is None  # Eigen: no TensorRT cache line
     # what was parsed is what KataGo printed, and the rendered cfg left KataGo nothing to complain about
     assert parse_benchmark_output((tmp_path / "benchmark.stdout.log").read_text()) == result
     assert "Unused key" not in bench.stdout + bench.stderr

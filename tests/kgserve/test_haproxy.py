@@ -21,8 +21,10 @@ from websockets.asyncio.client import connect
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.http11 import Request, Response
 
-from kgbench.bench.common import cleanup_devices, engine_pids, free_port, kgserve_running, sim_env, sim_settings
+from benchmarks.common import free_port
 from kgbench.targets.haproxy_proc import HAProxyProcess, haproxy_binary, with_balancer
+from kgbench.targets.kgserve_process import engine_pids, kgserve_running
+from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
 from kgserve.haproxy import BACKEND_HEADER, kgserve_commands, render_cfg
 from kgserve.settings import ConfigError, load_settings
 from tests.conftest import REPO

@@ -9,6 +9,7 @@ import pytest
 import kgserve.settings
 from kgbench.decide import promote as promote_mod
 from kgbench.decide import scratch
+from kgbench.track.schema import PROMOTED_SCRATCH
 from kgserve.provenance import read_provenance
 from kgserve.settings import load_settings
 
@@ -52,7 +53,7 @@ def test_simulated_winner_goes_to_the_scratch_runtime(
     provenance = read_provenance(served.engine.cfg)
     assert provenance is not None and provenance.simulated and provenance.run_id == sim
     tags = store.client.get_run(sim).data.tags
-    assert tags[promote_mod.SCRATCH_TAG] == str(scratch_config)
+    assert tags[PROMOTED_SCRATCH] == str(scratch_config)
     assert "promoted" not in tags
     assert store.client.get_run(real).data.tags["promoted"] == "true"  # still what runtime/ serves
 

@@ -38,7 +38,7 @@ def test_parser_on_real_output() -> None:
     assert result.headline().threads == 4
     series = result.metric_series()
     assert ("bench_visits_per_s", 213.33, 8) in series
-    assert result.tags()["kgbench.recommended_threads"] == "4"
+    assert result.recommended_threads == 4
 
 
 def test_parser_progress_only_raises_with_raw_text() -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kgbench.bench import policyload
-from kgbench.bench.policyload import EngineCfg, engine_rows, zero_cost_sims
+from kgbench.enginepipe import policyload
+from kgbench.enginepipe.policyload import EngineCfg, engine_rows, zero_cost_sims
 from tests.conftest import REPO
 
 SIM_MODEL = REPO / "assets" / "sim" / "kgsim-b40c768.bin.gz"

@@ -13,7 +13,7 @@ import pytest
 from kgbench.load.generator import DirectTarget, LoadSettings, run_load
 from kgbench.load.senders import DirectSender
 from kgbench.load.traffic import QuerySource
-from kgbench.targets.pool import open_pool
+from kgbench.targets.direct import open_pool
 from kgserve.engine.errors import EngineDied, NoEngineReady
 from kgserve.katago.protocol import Query
 from kgserve.settings import load_settings

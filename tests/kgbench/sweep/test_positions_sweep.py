@@ -11,10 +11,9 @@ import pytest
 
 from kgbench.decide import report
 from kgbench.load.ledger import LEDGER_NAME
+from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.positions import job_queries
-from kgbench.targets.kgserve_process import JobFailure
-
-from .test_kgbench_cli import client_for, run_kgbench, runs_by_role
+from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 
 
 def test_a_single_run_draws_its_own_positions_a_sweep_job_from_the_ledger(tmp_path: Path) -> None:

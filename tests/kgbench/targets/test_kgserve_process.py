@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kgbench.targets.kgserve_process import JobFailure, KgserveProcess, find_unused_keys, parse_nn_stats
+from kgbench.targets.base import TargetError
+from kgbench.targets.enginelog import find_unused_keys, parse_nn_stats
+from kgbench.targets.kgserve_process import KgserveProcess
 from tests.conftest import REFERENCE
 
 
@@ -66,7 +68,7 @@ def test_unused_key_warning_fails_the_start_at_once(tmp_path: Path) -> None:
     )
     proc.start()
     try:
-        with pytest.raises(JobFailure, match=r"Unused key.*'nnMaxBatchSze'"):
+        with pytest.raises(TargetError, match=r"Unused key.*'nnMaxBatchSze'"):
             proc.wait_ready(30)
     finally:
         code = proc.stop(grace_s=1)
@@ -82,7 +84,7 @@ def test_kgserve_exiting_at_start_up_is_a_one_line_reason(tmp_path: Path) -> Non
         "sys.exit(2)\n",
     )
     proc.start()
-    with pytest.raises(JobFailure) as info:
+    with pytest.raises(TargetError) as info:
         proc.wait_ready(30)
     assert "status 2" in str(info.value) and "/x/katago" in str(info.value)
     proc.stop(grace_s=1)
@@ -92,7 +94,7 @@ def test_not_ready_in_time(tmp_path: Path) -> None:
     proc = fake_kgserve(tmp_path, "import time\ntime.sleep(60)\n")
     proc.start()
     try:
-        with pytest.raises(JobFailure, match=r"not ready within 0\.5 s"):
+        with pytest.raises(TargetError, match=r"not ready within 0\.5 s"):
             proc.wait_ready(0.5)
     finally:
         proc.stop(grace_s=1)

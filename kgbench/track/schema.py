@@ -1,0 +1,98 @@
+"""The MLflow schema of kgbench's runs, in one place: the store a sweep records into (`tracking_uri`), and every tag
+name that one
+part of kgbench writes and another reads (the sweep and track write them; decide, report and the summary read
+them). docs/kgbench.md describes the runs these make.
+
+A sweep is one parent run (ROLE=ROLE_SWEEP, SWEEP_ID) and one child run per job (ROLE=ROLE_JOB, PARENT_RUN).
+"""
+
+from __future__ import annotations
+
+import os
+
+from kgserve.paths import PROJECT_ROOT
+
+__all__ = [
+    "BACKEND",
+    "BUILD_GROUP",
+    "COLD_START",
+    "FAILURE_REASON",
+    "INVALID",
+    "INVALID_REASON",
+    "JOB_KEY",
+    "KATAGO_VERSION",
+    "LADDER_STOP",
+    "MODE",
+    "MODEL_FILE",
+    "MODEL_SHA256",
+    "PARENT_RUN",
+    "POSITIONS",
+    "POSITIONS_LEDGER",
+    "PROMOTED",
+    "PROMOTED_RUN",
+    "PROMOTED_SCRATCH",
+    "PRUNED",
+    "RECOMMENDED_SOURCE",
+    "RECOMMENDED_THREADS",
+    "ROLE",
+    "ROLE_JOB",
+    "ROLE_SWEEP",
+    "SIMULATED",
+    "STATUS",
+    "SWEEP_ID",
+    "TRT_CACHE",
+    "UNSTABLE",
+    "WARNINGS",
+    "flag",
+    "tracking_uri",
+]
+
+
+def tracking_uri() -> str:
+    """MLFLOW_TRACKING_URI when set, else the repository's sqlite store (what `mlflow ui` in the root reads);
+    artifacts go beside it, in mlruns/."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{PROJECT_ROOT / 'mlflow.db'}"
+
+
+def flag(value: bool) -> str:
+    """A boolean tag's value."""
+    return "true" if value else "false"
+
+
+# the sweep's structure
+ROLE = "kgbench.role"
+ROLE_SWEEP = "sweep"
+ROLE_JOB = "job"
+SWEEP_ID = "kgbench.sweep_id"
+PARENT_RUN = "mlflow.parentRunId"  # MLflow's own: a job's parent (sweep) run
+JOB_KEY = "kgbench.job_key"  # a remote launcher's key for the job (kgbench.sweep.lost_jobs)
+
+# what a job ran
+BACKEND = "backend"
+MODE = "mode"
+SIMULATED = "simulated"  # "true": figures of the simulated engine (kgserve.engine.client.is_simulated)
+KATAGO_VERSION = "katago_version"
+MODEL_FILE = "model_file"
+MODEL_SHA256 = "model_sha256"
+COLD_START = "kgbench.cold_start"  # "true": its own kgserve and engines, no cache carried over
+BUILD_GROUP = "kgbench.build_group"  # jobs that share one TensorRT engine build
+TRT_CACHE = "kgbench.trt_cache"  # TensorRT timing cache: hit | miss
+POSITIONS = "kgbench.positions"  # "sweep": reserved in the sweep's ledger; "run": the job's own stream
+POSITIONS_LEDGER = "kgbench.positions_ledger"
+WARNINGS = "kgbench.warnings"
+RECOMMENDED_THREADS = "kgbench.recommended_threads"  # mode=engine: katago benchmark's recommendation
+RECOMMENDED_SOURCE = "kgbench.recommended_source"
+
+# how it went
+STATUS = "kgbench.status"  # ok | failed
+FAILURE_REASON = "kgbench.failure_reason"
+LADDER_STOP = "kgbench.ladder_stop"
+UNSTABLE = "kgbench.unstable"
+INVALID = "kgbench.invalid"
+INVALID_REASON = "kgbench.invalid_reason"
+PRUNED = "kgbench.pruned"  # stopped early by the Optuna search's pruner
+
+# promote
+PROMOTED = "promoted"  # "true" on the run whose cfg runtime/ serves
+PROMOTED_RUN = "kgbench.promoted_run"  # on a sweep: its promoted job run
+PROMOTED_SCRATCH = "kgbench.promoted_scratch"  # the scratch runtime config a run was promoted into
