@@ -15,40 +15,38 @@ from pathlib import Path
 import pytest
 
 from kgserve.engine.pool import EnginePool
-from tests.katago.conftest import RealKatago, tier_settings
-from tests.kgserve.engine import test_sim as sim_tests
-from tests.kgserve.engine.conftest import make_query
-from tests.kgserve.engine.test_sim import (
+from tests.helpers.engine_checks import (
     SLOW,
+    check_abort_returns_the_partial_result,
     check_close_terminates_running_queries,
+    check_engine_error_and_warning_lines_are_katagos,
     check_missing_model_crash_loop,
+    check_sigkill_then_restart,
     kinds,
+    make_query,
+    ready_pool,
 )
+from tests.katago.conftest import RealKatago, tier_settings
 
 pytestmark = pytest.mark.katago
 
 
 @pytest.fixture
 async def engine_pool(tmp_path: Path, real_katago: RealKatago) -> AsyncIterator[EnginePool]:
-    pool = EnginePool(tier_settings(tmp_path, real_katago))
-    await pool.start()
-    try:
-        await pool.wait_ready(60)
+    async with ready_pool(tier_settings(tmp_path, real_katago)) as pool:
         yield pool
-    finally:
-        await asyncio.wait_for(pool.close(5), 60)
 
 
 async def test_engine_error_and_warning_lines_are_katagos(engine_pool: EnginePool) -> None:
-    await sim_tests.test_engine_error_and_warning_lines_are_katagos(engine_pool)
+    await check_engine_error_and_warning_lines_are_katagos(engine_pool)
 
 
 async def test_abort_returns_the_partial_result(engine_pool: EnginePool) -> None:
-    await sim_tests.test_abort_returns_the_partial_result(engine_pool)
+    await check_abort_returns_the_partial_result(engine_pool)
 
 
 async def test_sigkill_then_restart(engine_pool: EnginePool) -> None:
-    await sim_tests.test_sigkill_then_restart(engine_pool)
+    await check_sigkill_then_restart(engine_pool)
 
 
 async def test_start_asks_the_engine_its_version_and_model(engine_pool: EnginePool, real_katago: RealKatago) -> None:

@@ -18,11 +18,18 @@ import httpx
 import pytest
 
 from tests.conftest import REPO, analysis_query
+from tests.helpers.analysis_checks import (
+    ERRORS_IN,
+    check_concurrent_requests,
+    check_deadline_returns_what_katago_returns,
+    check_each_error_line_posted_alone,
+    check_lategame_sample_gives_three_turns,
+    check_partial_lines,
+    check_several_queries_in_one_body_keep_their_ids,
+    line_shape,
+)
+from tests.helpers.http import metric, post
 from tests.katago.conftest import TIER_CFG, RealKatago, start_kgserve, tier_config
-from tests.kgserve.http import test_sim_http as sim_tests
-from tests.kgserve.http.test_sim_faults import metric
-from tests.kgserve.http.test_sim_http import ERRORS_IN, check_concurrent_requests, check_partial_lines, post
-from tests.kgserve.sim.test_protocol import _shape
 
 pytestmark = pytest.mark.katago
 
@@ -55,19 +62,19 @@ def test_readyz_names_the_real_engine(server: Any, real_katago: RealKatago) -> N
 
 @pytest.mark.parametrize("index", range(len(ERRORS_IN)))
 def test_each_error_line_posted_alone(server: Any, index: int) -> None:
-    sim_tests.test_each_error_line_posted_alone(server, index)
+    check_each_error_line_posted_alone(server, index)
 
 
 def test_lategame_sample_gives_three_turns(server: Any) -> None:
-    sim_tests.test_lategame_sample_gives_three_turns(server)
+    check_lategame_sample_gives_three_turns(server)
 
 
 def test_several_queries_in_one_body_keep_their_ids(server: Any) -> None:
-    sim_tests.test_several_queries_in_one_body_keep_their_ids(server)
+    check_several_queries_in_one_body_keep_their_ids(server)
 
 
 def test_deadline_returns_what_katago_returns(server: Any) -> None:
-    sim_tests.test_deadline_returns_what_katago_returns(server)
+    check_deadline_returns_what_katago_returns(server)
 
 
 def _post_samples(url: str, visits: int) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -95,7 +102,7 @@ def test_five_samples_have_the_recorded_shape(server: Any) -> None:
     for stem, (query, got) in answers.items():
         recorded = [json.loads(line) for line in (SAMPLES / "outputs" / f"{stem}.jsonl").read_text().splitlines()]
         assert sorted(line["turnNumber"] for line in got) == sorted(line["turnNumber"] for line in recorded), stem
-        assert sorted(map(_shape, got), key=repr) == sorted(map(_shape, recorded), key=repr), stem
+        assert sorted(map(line_shape, got), key=repr) == sorted(map(line_shape, recorded), key=repr), stem
         for line in got:
             assert line["rootInfo"]["visits"] == query["maxVisits"], stem
             if "allowMoves" in query:

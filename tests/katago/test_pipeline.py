@@ -25,8 +25,8 @@ from ruamel.yaml import YAML
 from kgserve.provenance import read_provenance
 from kgserve.settings import load_settings
 from tests.conftest import REPO, kgserve_ready
+from tests.helpers.kgbench_runs import run_ok, runtime_config_copy
 from tests.katago.conftest import RealKatago
-from tests.kgbench.decide.test_end_to_end import _run, _runtime_config
 
 pytestmark = [pytest.mark.katago, pytest.mark.slow]
 
@@ -46,7 +46,7 @@ def _eigen_config(tmp_path: Path, katago: RealKatago) -> Path:
     """The end-to-end test's commented runtime/config.yaml copy (tests/kgbench/decide), with the eigen backend
     pointed at the real files the way a user does it (docs/real-katago.md) and a fixed free port
     (serve_analysis.sh reads it from the file)."""
-    path = _runtime_config(tmp_path)
+    path = runtime_config_copy(tmp_path)
     yaml = YAML()
     data: Any = yaml.load(path.read_text())
     data["server"]["port"] = _free_port()
@@ -76,7 +76,7 @@ def test_eigen_sweep_promote_serve(tmp_path: Path, real_katago: RealKatago) -> N
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {**os.environ, "MLFLOW_TRACKING_URI": uri, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"}
 
-    sweep = _run(
+    sweep = run_ok(
         [PY, "-m", "kgbench", "-m", *SWEEP, f"runtime_config={config}", "mlflow.experiment=eigen",
          f"hydra.sweep.dir={tmp_path / 'multirun'}"],
         env, tmp_path, timeout=400,
@@ -100,7 +100,7 @@ def test_eigen_sweep_promote_serve(tmp_path: Path, real_katago: RealKatago) -> N
     ]
     assert stable, [(r.data.tags["kgbench.unstable"], r.data.tags.get("kgbench.invalid_reason")) for r in jobs]
 
-    promoted = _run(
+    promoted = run_ok(
         [PY, "-m", "kgbench.promote", "--experiment", "eigen", "--config", str(config)], env, tmp_path, timeout=300
     )
     assert "WINNER" in promoted.stdout

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.helpers.processes import long_query, wait_for
 from tests.katago.conftest import RealKatago, start_kgserve, tier_config
 from tests.kgserve.http.conftest import gone
-from tests.kgserve.http.test_process import long_query, wait_for
 
 pytestmark = [pytest.mark.katago, pytest.mark.slow]
 

@@ -11,8 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.helpers.hostile_checks import (
+    check_non_half_integer_legacy_komi_gets_an_error_line,
+    check_other_queries_of_the_request_are_analysed,
+)
 from tests.katago.conftest import RealKatago, start_kgserve, tier_config
-from tests.kgserve.http import test_rules_komi as sim_tests
 
 pytestmark = pytest.mark.katago
 
@@ -33,6 +36,6 @@ def engine_pids(server: Any) -> list[int]:
 def test_engine_survives_non_half_integer_legacy_komi(server: Any) -> None:
     before = engine_pids(server)
     assert all(isinstance(pid, int) for pid in before)
-    sim_tests.test_non_half_integer_legacy_komi_gets_an_error_line(server)
-    sim_tests.test_other_queries_of_the_request_are_analysed(server)
+    check_non_half_integer_legacy_komi_gets_an_error_line(server)
+    check_other_queries_of_the_request_are_analysed(server)
     assert engine_pids(server) == before

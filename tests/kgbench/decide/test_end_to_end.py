@@ -11,15 +11,14 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
-from ruamel.yaml import YAML
 
 from kgbench.decide.cfgwrite import set_engine_backend
 from kgserve.provenance import read_provenance, render_header
 from tests.conftest import REPO, kgserve_ready
+from tests.helpers.kgbench_runs import run_ok, runtime_config_copy
 
 PY = sys.executable
 SAMPLE = REPO / "assets" / "analysis" / "inputs" / "tsumego_straight3_9x9.json"
@@ -27,34 +26,8 @@ SAMPLE = REPO / "assets" / "analysis" / "inputs" / "tsumego_straight3_9x9.json"
 pytestmark = pytest.mark.slow
 
 
-def _runtime_config(tmp_path: Path) -> Path:
-    """runtime/config.yaml with its comments, the sim model made absolute, a free port, files in tmp_path."""
-    yaml = YAML()  # round-trip: comments kept, so promote's edit is exercised on a commented file
-    data: Any = yaml.load((REPO / "runtime" / "config.yaml").read_text())
-    runtime = tmp_path / "runtime"
-    runtime.mkdir()
-    data["server"]["port"] = 0
-    engine = data["engine"]
-    assert engine["backend"] != "sim"  # promote must switch it
-    engine["cfg"] = str(runtime / "katago_serving.cfg")
-    engine["home_data_dir"] = str(tmp_path / "katago_home")
-    sim_model = REPO / "assets" / "sim" / Path(str(engine["backends"]["sim"]["model"])).name
-    assert sim_model.exists()
-    engine["backends"]["sim"]["model"] = str(sim_model)
-    path = runtime / "config.yaml"
-    with path.open("w") as handle:
-        yaml.dump(data, handle)
-    return path
-
-
-def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
-    assert proc.returncode == 0, f"{argv} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
-    return proc
-
-
 def test_sweep_promote_serve(tmp_path: Path) -> None:
-    config = _runtime_config(tmp_path)
+    config = runtime_config_copy(tmp_path)
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     env = {
         **os.environ,
@@ -63,7 +36,7 @@ def test_sweep_promote_serve(tmp_path: Path) -> None:
         "KGSERVE_SIM_DEVICE": "private",
         "KGSERVE_SIM_SPEED": "4",
     }
-    _run(
+    run_ok(
         [PY, "-m", "kgbench", "-m", "backend=sim", "load=smoke", "threads=small", "nnMaxBatchSize=8,16",
          f"runtime_config={config}", "mlflow.experiment=e2e", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
         env, tmp_path, timeout=900,
@@ -80,7 +53,7 @@ def test_sweep_promote_serve(tmp_path: Path) -> None:
         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert refused.returncode == 1 and "--allow-simulated" in refused.stderr
-    promoted = _run(
+    promoted = run_ok(
         [PY, "-m", "kgbench.promote", "--experiment", "e2e", "--allow-simulated", "--config", str(config)],
         env,
         tmp_path,
@@ -95,7 +68,7 @@ def test_sweep_promote_serve(tmp_path: Path) -> None:
     assert "backend: sim" in config.read_text() and "# Which backend to serve." in config.read_text()
 
     report_dir = tmp_path / "report"
-    _run([PY, "-m", "kgbench.report", "--experiment", "e2e", "--out", str(report_dir)], env, tmp_path, timeout=300)
+    run_ok([PY, "-m", "kgbench.report", "--experiment", "e2e", "--out", str(report_dir)], env, tmp_path, timeout=300)
     assert (report_dir / "pareto.png").stat().st_size > 10_000
     assert len((report_dir / "runs.csv").read_text().strip().splitlines()) == 3  # header + 2 runs
 
@@ -125,7 +98,7 @@ def _serve_and_query(config: Path, env: dict[str, str], cwd: Path, run_id: str) 
 
 def test_hand_edited_cfg_is_reported(tmp_path: Path) -> None:
     """A cfg changed after promotion: kgserve still serves, warns at start, /readyz says modified."""
-    config = _runtime_config(tmp_path)
+    config = runtime_config_copy(tmp_path)
     config.write_text(set_engine_backend(config.read_text(), "sim"))
     cfg = config.parent / "katago_serving.cfg"
     fields = {"run_id": "0123456789abcdef", "sweep_id": "s-test", "backend": "sim", "simulated": "true"}

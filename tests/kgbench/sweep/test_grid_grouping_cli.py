@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_kgbench_cli import client_for, run_kgbench, runs_by_role
+from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 
 pytestmark = pytest.mark.slow
 

@@ -2,44 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from mlflow.tracking import MlflowClient
 
-
-def run_kgbench(tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> tuple[int, str]:
-    full_env = {
-        **os.environ,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
-        "KGSERVE_SIM_DEVICE": f"kgbench-test-{os.getpid()}-{tmp_path.name}",
-        "PYTHONUNBUFFERED": "1",
-        **(env or {}),
-    }
-    hydra_dirs = [f"hydra.sweep.dir={tmp_path / 'multirun'}", f"hydra.run.dir={tmp_path / 'run'}"]
-    proc = subprocess.run(
-        [sys.executable, "-m", "kgbench", *args, *hydra_dirs],
-        cwd=tmp_path,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    return proc.returncode, proc.stdout + proc.stderr
-
-
-def client_for(tmp_path: Path) -> MlflowClient:
-    return MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-
-
-def runs_by_role(client: MlflowClient, role: str) -> list:
-    experiment = client.get_experiment_by_name("kgbench")
-    assert experiment is not None
-    return client.search_runs([experiment.experiment_id], f"tags.`kgbench.role` = '{role}'", max_results=100)
+from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 
 
 @pytest.mark.slow

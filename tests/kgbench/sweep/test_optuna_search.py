@@ -132,7 +132,7 @@ def test_same_params_reuse_the_earlier_result_and_failures_count_as_the_failed_v
 
 
 def test_search_benchmark_runs_within_its_budget(tmp_path: Path) -> None:
-    from kgbench.bench.search import run_search, table
+    from benchmarks.search import run_search, table
 
     outcome = run_search(0, 0.02, tmp_path)
     assert outcome.spent_s <= 0.02 * outcome.grid_s and outcome.found_s <= outcome.spent_s

@@ -11,8 +11,7 @@ import pytest
 from optuna.trial import TrialState
 
 from kgbench.search.study import open_storage
-
-from .test_kgbench_cli import client_for, run_kgbench, runs_by_role
+from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 
 SPEED = {"KGSERVE_SIM_SPEED": "2"}
 

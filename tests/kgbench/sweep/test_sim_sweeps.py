@@ -11,8 +11,7 @@ from mlflow.tracking import MlflowClient
 from kgbench.__main__ import CONF_DIR, rewrite_overrides
 from kgbench.sweep.render import render_cfg
 from kgserve.sim.throughput import predict_throughput
-
-from .test_kgbench_cli import client_for, run_kgbench, runs_by_role
+from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 
 pytestmark = pytest.mark.slow
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -11,18 +10,10 @@ from typing import Any
 import pytest
 
 from kgserve.engine.engine import EngineSpec
-from kgserve.katago.protocol import Query, classify_line
 from kgserve.settings import Settings, load_settings
 from tests.conftest import REFERENCE, REPO
 
 FAKE = Path(__file__).resolve().parent / "fake_engine.py"
-
-
-def make_query(body: dict[str, Any] | str) -> Query:
-    line = body if isinstance(body, str) else json.dumps(body)
-    item = classify_line(line.encode())
-    assert isinstance(item, Query), item
-    return item
 
 
 @pytest.fixture

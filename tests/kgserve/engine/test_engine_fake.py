@@ -14,8 +14,9 @@ import pytest
 from kgserve.engine.engine import Engine, EngineSpec
 from kgserve.engine.errors import AbortTimeout, EngineDied, EngineStartupError
 from kgserve.engine.procutil import pid_alive
+from tests.helpers.engine_checks import make_query
 
-from .conftest import REFERENCE, make_query
+from .conftest import REFERENCE
 
 Spec = Callable[..., EngineSpec]
 SAMPLES = sorted((REFERENCE / "samples" / "outputs").glob("*.jsonl"))

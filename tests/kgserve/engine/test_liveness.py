@@ -11,8 +11,9 @@ from kgserve.engine.engine import EngineDied
 from kgserve.engine.pool import EnginePool
 from kgserve.engine.procutil import pid_alive
 from tests.conftest import analysis_query, sim_env
+from tests.helpers.engine_checks import make_query
 
-from .conftest import make_query, pool_settings
+from .conftest import pool_settings
 
 SIM_ENV = sim_env(100)
 LONG = analysis_query("long", max_visits=10_000_000)

@@ -19,8 +19,9 @@ from kgserve.engine.errors import EngineDied, NoEngineReady
 from kgserve.engine.pool import EnginePool
 from kgserve.engine.procutil import pid_alive
 from kgserve.katago.cfg import cfg_max_visits
+from tests.helpers.engine_checks import make_query
 
-from .conftest import REFERENCE, fake_argv, make_query, pool_settings
+from .conftest import REFERENCE, fake_argv, pool_settings
 
 
 def fake_pool(model: Path, processes: int = 1, **engine: object) -> EnginePool:

@@ -7,7 +7,6 @@ import json
 import os
 import random
 import signal
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,33 +15,29 @@ import pytest
 from kgserve.engine.errors import EngineDied
 from kgserve.engine.pool import EnginePool
 from kgserve.engine.procutil import pid_alive
-from kgserve.katago.protocol import READY_LINE, Query, classify_line, line_kind, locate_id
-from kgserve.settings import Settings
-from tests.conftest import analysis_query, sim_env
+from kgserve.katago.protocol import READY_LINE
+from tests.conftest import sim_env
+from tests.helpers.engine_checks import (
+    SLOW,
+    check_abort_returns_the_partial_result,
+    check_close_terminates_running_queries,
+    check_engine_error_and_warning_lines_are_katagos,
+    check_missing_model_crash_loop,
+    check_sigkill_then_restart,
+    kinds,
+    make_query,
+    ready_pool,
+)
 
-from .conftest import REFERENCE, make_query, pool_settings
+from .conftest import REFERENCE, pool_settings
 
 SIM_ENV = sim_env(100, KGSERVE_SIM_SEED="1")
-SLOW = analysis_query(None, moves=[["B", "Q4"]])
 
 
 @pytest.fixture
 async def engine_pool() -> AsyncIterator[EnginePool]:
-    pool = EnginePool(pool_settings(1), env=SIM_ENV)
-    await pool.start()
-    try:
-        await pool.wait_ready(60)
+    async with ready_pool(pool_settings(1), SIM_ENV) as pool:
         yield pool
-    finally:
-        await asyncio.wait_for(pool.close(5), 60)
-
-
-def kinds(lines: list[bytes]) -> list[str]:
-    out: list[str] = []
-    for line in lines:
-        span = locate_id(line)
-        out.append(line_kind(line, span[1]) if span else "no-id")
-    return out
 
 
 async def test_status_of_a_simulated_engine(engine_pool: EnginePool) -> None:
@@ -71,25 +66,7 @@ async def test_reference_samples(engine_pool: EnginePool) -> None:
 
 
 async def test_engine_error_and_warning_lines_are_katagos(engine_pool: EnginePool) -> None:
-    expected: dict[str, list[bytes]] = {}
-    for line in (REFERENCE / "protocol" / "errors.out.jsonl").read_bytes().splitlines():
-        doc = json.loads(line)
-        if "id" in doc and "action" not in doc:
-            expected.setdefault(doc["id"], []).append(line)
-    queries = [
-        item
-        for raw in (REFERENCE / "protocol" / "errors.in.jsonl").read_bytes().splitlines()
-        if isinstance(item := classify_line(raw), Query)
-    ]
-    assert len(queries) == 9
-    streams = [engine_pool.submit(query) for query in queries]
-    for query, stream in zip(queries, streams, strict=True):
-        lines = await asyncio.wait_for(stream.collect(), 60)
-        want = expected[query.caller_id]
-        if query.caller_id == "unknown_field":
-            assert lines[0] == want[0] and kinds(lines) == ["warning", "final"]
-        else:
-            assert lines == want, query.caller_id
+    await check_engine_error_and_warning_lines_are_katagos(engine_pool)
 
 
 async def test_same_id_concurrent_queries_stay_apart(engine_pool: EnginePool) -> None:
@@ -115,90 +92,15 @@ async def test_during_search_then_one_final(engine_pool: EnginePool) -> None:
 
 
 async def test_abort_returns_the_partial_result(engine_pool: EnginePool) -> None:
-    stream = engine_pool.submit(make_query({**SLOW, "id": "long", "maxVisits": 10_000_000}))
-    await asyncio.sleep(0.3)
-    began = time.monotonic()
-    engine_pool.abort(stream)
-    lines = await asyncio.wait_for(stream.collect(), 30)
-    assert kinds(lines)[-1] == "final" and json.loads(lines[-1])["id"] == "long"
-    assert time.monotonic() - began < 5
+    await check_abort_returns_the_partial_result(engine_pool)
 
 
 async def test_sigkill_then_restart(engine_pool: EnginePool) -> None:
-    streams = [engine_pool.submit(make_query({**SLOW, "id": f"q{i}", "maxVisits": 10_000_000})) for i in range(3)]
-    pid = engine_pool.status()["engines"][0]["pid"]
-    os.kill(pid, signal.SIGKILL)
-    for stream in streams:
-        with pytest.raises(EngineDied):
-            await asyncio.wait_for(stream.collect(), 10)
-    await engine_pool.wait_ready(60)
-    engine = engine_pool.status()["engines"][0]
-    assert engine["restarts"] == 1 and engine["pid"] != pid
-    lines = await asyncio.wait_for(
-        engine_pool.submit(make_query({**SLOW, "id": "after", "maxVisits": 5})).collect(), 30
-    )
-    assert kinds(lines) == ["final"]
-
-
-async def check_close_terminates_running_queries(pool: EnginePool, count: int) -> None:
-    """close() while `count` endless queries run: terminate_all gives each KataGo's final (partial) line."""
-    await pool.start()
-    await pool.wait_ready(60)
-    pids = [engine["pid"] for engine in pool.status()["engines"]]
-    streams = [pool.submit(make_query({**SLOW, "id": f"q{i}", "maxVisits": 10_000_000})) for i in range(count)]
-    await asyncio.sleep(0.2)
-    await asyncio.wait_for(pool.close(10), 60)
-    for stream in streams:  # terminate_all: each got KataGo's final (partial) line, not EngineDied
-        lines = await asyncio.wait_for(stream.collect(), 1)
-        assert kinds(lines)[-1] == "final"
-    assert not any(pid_alive(pid) for pid in pids)
-    for engine in pool.status()["engines"]:  # the engine's exit statistics stay readable (kgbench direct)
-        assert engine["state"] == "stopped" and any("NN rows" in line for line in engine["last_stderr"])
+    await check_sigkill_then_restart(engine_pool)
 
 
 async def test_close_terminates_running_queries() -> None:
     await check_close_terminates_running_queries(EnginePool(pool_settings(2), env=SIM_ENV), 4)
-
-
-async def check_missing_model_crash_loop(
-    settings: Settings, missing: Path, env: dict[str, str] | None, exit_status: str
-) -> None:
-    """The backend's model file is gone: the engine aborts before it is ready, again and again; the pool's reason
-    gives the `exit_status` (a real KataGo dies of SIGABRT: "status -6"; its shell transcript says 134)."""
-    settings = settings.model_copy(
-        update={
-            "engine": settings.engine.model_copy(
-                update={"restart_backoff_initial_s": 0.3, "restart_backoff_max_s": 0.6}
-            )
-        }
-    )
-    backend = settings.engine.backend
-    changed = settings.engine.backends[backend].model_copy(update={"model": missing})
-    engine = settings.engine.model_copy(update={"backends": {**settings.engine.backends, backend: changed}})
-    pool = EnginePool(settings.model_copy(update={"engine": engine}), env=env)
-    began = time.monotonic()
-    await pool.start()
-    try:
-        # polled, not a fixed 2.5 s: a real KataGo on a loaded machine may take longer to fail, and a second
-        # failure must be in (the first restart's backoff has run), so that the reason tells of a crash loop
-        async with asyncio.timeout(60):
-            while not _crash_looped(pool, exit_status):  # noqa: ASYNC110 (the pool has no event for it)
-                await asyncio.sleep(0.05)
-            await asyncio.sleep(2.0)  # more backoffs: 0.3, 0.6, 0.6, ...
-        status = pool.status()
-        slot = status["engines"][0]
-        assert not status["ready"] and f"status {exit_status}" in status["reason"]
-        # no busy loop: at most one restart per 0.3 s (the first backoff; the later ones are 0.6 s)
-        assert 1 <= slot["restarts"] <= 1 + (time.monotonic() - began) / 0.3
-        assert any(missing.name in line for line in slot["last_stderr"])
-    finally:
-        await asyncio.wait_for(pool.close(1), 30)
-
-
-def _crash_looped(pool: EnginePool, exit_status: str) -> bool:
-    """Engine 0 failed with this exit status and has been restarted at least once."""
-    status = pool.status()
-    return f"status {exit_status}" in (status["reason"] or "") and int(status["engines"][0]["restarts"]) >= 1
 
 
 async def test_missing_model_crash_loop(tmp_path: Path) -> None:

@@ -10,14 +10,19 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from kgserve.admission.checks import check_query
 from kgserve.katago.protocol import Query, Rejected, classify_line, locate_id, restore_id
 from kgserve.settings import LimitsSettings
-
-Q = '"moves":[["B","C3"],["W","D4"]],"rules":"chinese","komi":7.5,"boardXSize":9,"boardYSize":9,"maxVisits":10'
+from tests.helpers.hostile_checks import (
+    check_analyze_turns_follow_katago_conversion,
+    check_bom_before_a_line_is_analysed,
+    check_escaped_id_gets_its_analysis_and_200,
+    check_non_string_action_is_analysed,
+    check_out_of_range_turns_end_with_katago_error,
+    check_override_settings_cannot_bypass_the_visits_cap,
+)
 
 
 @pytest.fixture(scope="module")
@@ -30,30 +35,10 @@ def server(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve
     process.stop()
 
 
-def post(server: Any, content: bytes, **headers: str) -> httpx.Response:
-    return httpx.post(server.url + "/analysis", content=content, headers=headers, timeout=60)
-
-
-def query(raw_id: str, extra: str = "") -> bytes:
-    """A 9x9 query line; `raw_id` goes in as written (JSON escapes and all)."""
-    return ('{"id":"' + raw_id + '",' + Q + extra + "}").encode()
-
-
-def finals(response: httpx.Response) -> list[dict[str, Any]]:
-    lines = [json.loads(line) for line in response.content.splitlines()]
-    return [line for line in lines if line.get("isDuringSearch") is False]
-
-
 # -- item 1: an id holding an escaped quote or backslash ----------------------------------------------------
 @pytest.mark.parametrize("raw_id", [r"a\"b", r"a\\b", r"a\u0022b", r"\\\"", r"x\\"])
 def test_escaped_id_gets_its_analysis_and_200(server: Any, raw_id: str) -> None:
-    body = query(raw_id, ',"reportDuringSearchEvery":0.05')
-    response = post(server, body, **{"X-Request-ID": "escaped-id"})
-    assert response.status_code == 200, response.text
-    lines = [json.loads(line) for line in response.content.splitlines()]
-    caller_id = json.loads('"' + raw_id + '"')
-    assert lines and all(line["id"] == caller_id for line in lines)
-    assert lines[-1]["isDuringSearch"] is False
+    check_escaped_id_gets_its_analysis_and_200(server, raw_id)
 
 
 def test_locate_id_skips_escaped_quotes() -> None:
@@ -68,14 +53,7 @@ def test_locate_id_skips_escaped_quotes() -> None:
 
 # -- item 2: a UTF-8 byte order mark before a line ------------------------------------------------------------
 def test_bom_before_a_line_is_analysed(server: Any) -> None:
-    bom = b"\xef\xbb\xbf"
-    alone = post(server, bom + query("bom"))
-    assert alone.status_code == 200, alone.text
-    assert [line["id"] for line in finals(alone)] == ["bom"]
-    lines = query("first") + b"\n" + bom + query("second")
-    both = post(server, lines)
-    assert both.status_code == 200, both.text
-    assert sorted(line["id"] for line in finals(both)) == ["first", "second"]
+    check_bom_before_a_line_is_analysed(server)
 
 
 # -- item 3: analyzeTurns as KataGo converts it -------------------------------------------------------------
@@ -89,26 +67,16 @@ def test_bom_before_a_line_is_analysed(server: Any) -> None:
     ],
 )
 def test_analyze_turns_follow_katago_conversion(server: Any, turns: str, analysed: list[int]) -> None:
-    response = post(server, query("t", ',"analyzeTurns":' + turns))
-    assert response.status_code == 200, response.text
-    assert sorted(line["turnNumber"] for line in finals(response)) == analysed
+    check_analyze_turns_follow_katago_conversion(server, turns, analysed)
 
 
 def test_out_of_range_turns_end_with_katago_error(server: Any) -> None:
-    response = post(server, query("t", ',"analyzeTurns":[1e10]'))
-    assert response.status_code == 400
-    assert [json.loads(line) for line in response.content.splitlines()] == [
-        {"error": "Invalid turn number: -2147483648", "field": "analyzeTurns", "id": "t"}
-    ]
+    check_out_of_range_turns_end_with_katago_error(server)
 
 
 # -- item 4: every per-query way to more visits meets the cap -----------------------------------------------
 def test_override_settings_cannot_bypass_the_visits_cap(server: Any) -> None:
-    body = query("big", ',"overrideSettings":{"maxVisits":300000}').replace(b',"maxVisits":10', b"")
-    response = post(server, body, **{"X-Deadline-Ms": "3000"})
-    assert response.status_code == 400, response.text[:300]
-    (line,) = [json.loads(raw) for raw in response.content.splitlines()]
-    assert line["id"] == "big" and line["field"] == "maxVisits" and "200000" in line["error"]
+    check_override_settings_cannot_bypass_the_visits_cap(server)
 
 
 def _query(text: str) -> Query:
@@ -150,6 +118,4 @@ def test_a_query_without_max_visits_counts_with_the_cfg() -> None:
 # -- item 8: a non-string action is no action ----------------------------------------------------------------
 @pytest.mark.parametrize("action", ["null", "5", "[]", '{"x":1}'])
 def test_non_string_action_is_analysed(server: Any, action: str) -> None:
-    response = post(server, query("act", ',"action":' + action))
-    assert response.status_code == 200, response.text
-    assert [line["id"] for line in finals(response)] == ["act"]
+    check_non_string_action_is_analysed(server, action)

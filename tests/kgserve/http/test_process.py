@@ -16,22 +16,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import SIM_MODEL, analysis_query
+from tests.conftest import SIM_MODEL
+from tests.helpers.processes import long_query, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def long_query(caller_id: str, visits: int = 1_000_000) -> bytes:
-    return json.dumps(analysis_query(caller_id, max_visits=visits)).encode()
-
-
-def wait_for(condition: Any, timeout: float, what: str) -> None:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
 def refused(url: str) -> bool:

@@ -12,19 +12,17 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from kgserve.admission.checks import MAX_KOMI_RULES_CHARS, check_rules_komi
 from kgserve.katago.protocol import Query, Rejected, classify_line
+from tests.helpers.hostile_checks import (
+    check_non_half_integer_legacy_komi_gets_an_error_line,
+    check_other_queries_of_the_request_are_analysed,
+    line,
+)
 
 # One pass on 2x2 at 50 visits: the search soon scores a finished game (the real engine's crash repro).
-SMALL = '"moves":[["B","pass"]],"boardXSize":2,"boardYSize":2,"maxVisits":50'
-
-
-def line(rules: str, extra: str = "", query_id: str = "k") -> bytes:
-    """A query line; `rules` is the JSON text of the rules value."""
-    return ('{"id":"' + query_id + '","rules":' + rules + "," + SMALL + extra + "}").encode()
 
 
 def _query(rules: str, extra: str = "") -> Query:
@@ -79,21 +77,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve
     process.stop()
 
 
-def post(server: Any, content: bytes) -> httpx.Response:
-    return httpx.post(server.url + "/analysis", content=content, headers={"X-Deadline-Ms": "30000"}, timeout=60)
-
-
 def test_non_half_integer_legacy_komi_gets_an_error_line(server: Any) -> None:
-    response = post(server, line('"scoreAREAkomi0.25"'))
-    assert response.status_code == 400, response.text[:300]
-    (error,) = [json.loads(raw) for raw in response.content.splitlines()]
-    assert error["id"] == "k" and error["field"] == "rules" and "half-integer" in error["error"]
+    check_non_half_integer_legacy_komi_gets_an_error_line(server)
 
 
 def test_other_queries_of_the_request_are_analysed(server: Any) -> None:
-    body = line('"scoreAREAkomi0.25"', query_id="bad") + b"\n" + line('"scoreAREAkomi0.5"', query_id="good")
-    response = post(server, body)
-    assert response.status_code == 200, response.text[:300]
-    by_id = {item["id"]: item for item in (json.loads(raw) for raw in response.content.splitlines())}
-    assert by_id["bad"]["field"] == "rules"
-    assert by_id["good"]["isDuringSearch"] is False and by_id["good"]["moveInfos"]
+    check_other_queries_of_the_request_are_analysed(server)

@@ -14,6 +14,7 @@ import httpx
 import pytest
 
 from tests.conftest import REPO, analysis_query
+from tests.helpers.http import metric
 
 pytestmark = pytest.mark.slow
 
@@ -31,14 +32,6 @@ def server(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve
     process.wait_ready()
     yield process
     process.stop()
-
-
-def metric(url: str, name: str) -> float:
-    total = 0.0
-    for line in httpx.get(url + "/metrics", timeout=10).text.splitlines():
-        if line.startswith(name):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def test_dropped_clients_terminate_their_searches(server: Any) -> None:

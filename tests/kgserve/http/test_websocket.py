@@ -19,6 +19,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 
 from tests.conftest import REPO
+from tests.helpers.http import metric_value
 
 REFERENCE = REPO / "tests" / "data" / "katago-reference"
 TOKEN = "ws-test-token-9d1c"
@@ -101,12 +102,7 @@ async def get(server: Any, path: str) -> httpx.Response:
 
 
 async def metric(server: Any, name: str) -> float:
-    text = (await get(server, "/metrics")).text
-    total = 0.0
-    for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
+    return metric_value((await get(server, "/metrics")).text, name)
 
 
 async def engine_pending(server: Any) -> int:

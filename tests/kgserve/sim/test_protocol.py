@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REFERENCE, analysis_query
+from tests.helpers.analysis_checks import line_shape
 from tests.kgserve.sim.conftest import Sim, run_lines, write_cfg
 
 PROTOCOL = REFERENCE / "protocol"
@@ -44,16 +45,6 @@ def test_actions(tmp_path: Path) -> None:
     assert cache == {"action": "clear_cache", "id": "c"}
 
 
-def _shape(line: dict[str, object]) -> tuple[object, ...]:
-    infos = line.get("moveInfos", [])
-    assert isinstance(infos, list)
-    info_keys = {k for info in infos for k in info if k != "isSymmetryOf"}
-    root = line.get("rootInfo", {})
-    assert isinstance(root, dict)
-    sizes = tuple(len(line[k]) for k in ("ownership", "policy") if k in line)  # type: ignore[arg-type]
-    return frozenset(line), frozenset(info_keys), frozenset(root), sizes, line["id"], line["isDuringSearch"]
-
-
 @pytest.mark.parametrize("sample", SAMPLES, ids=[p.stem for p in SAMPLES])
 def test_samples_have_reference_shape(tmp_path: Path, sample: Path) -> None:
     query = json.loads(sample.read_text())
@@ -66,7 +57,7 @@ def test_samples_have_reference_shape(tmp_path: Path, sample: Path) -> None:
     got = run.json_lines()
     assert len(got) == len(expected)
     assert sorted(g["turnNumber"] for g in got) == sorted(e["turnNumber"] for e in expected)  # type: ignore[type-var]
-    assert sorted(map(_shape, got), key=repr) == sorted(map(_shape, expected), key=repr)
+    assert sorted(map(line_shape, got), key=repr) == sorted(map(line_shape, expected), key=repr)
     for line in got:
         root = line["rootInfo"]
         assert isinstance(root, dict) and root["visits"] == query["maxVisits"]

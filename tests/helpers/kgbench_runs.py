@@ -1,0 +1,72 @@
+"""kgbench as a user runs it, from the tests: `python -m kgbench` in a subprocess with its own MLflow store, the
+runs it recorded, a runtime config of its own, and any command that must succeed (tests/kgbench on the sim,
+tests/katago on a real KataGo)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from mlflow.tracking import MlflowClient
+from ruamel.yaml import YAML
+
+from tests.conftest import REPO
+
+
+def run_kgbench(tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> tuple[int, str]:
+    full_env = {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "KGSERVE_SIM_DEVICE": f"kgbench-test-{os.getpid()}-{tmp_path.name}",
+        "PYTHONUNBUFFERED": "1",
+        **(env or {}),
+    }
+    hydra_dirs = [f"hydra.sweep.dir={tmp_path / 'multirun'}", f"hydra.run.dir={tmp_path / 'run'}"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "kgbench", *args, *hydra_dirs],
+        cwd=tmp_path,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def client_for(tmp_path: Path) -> MlflowClient:
+    return MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+
+def runs_by_role(client: MlflowClient, role: str) -> list:
+    experiment = client.get_experiment_by_name("kgbench")
+    assert experiment is not None
+    return client.search_runs([experiment.experiment_id], f"tags.`kgbench.role` = '{role}'", max_results=100)
+
+
+def runtime_config_copy(tmp_path: Path) -> Path:
+    """runtime/config.yaml with its comments, the sim model made absolute, a free port, files in tmp_path."""
+    yaml = YAML()  # round-trip: comments kept, so promote's edit is exercised on a commented file
+    data: Any = yaml.load((REPO / "runtime" / "config.yaml").read_text())
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    data["server"]["port"] = 0
+    engine = data["engine"]
+    assert engine["backend"] != "sim"  # promote must switch it
+    engine["cfg"] = str(runtime / "katago_serving.cfg")
+    engine["home_data_dir"] = str(tmp_path / "katago_home")
+    sim_model = REPO / "assets" / "sim" / Path(str(engine["backends"]["sim"]["model"])).name
+    assert sim_model.exists()
+    engine["backends"]["sim"]["model"] = str(sim_model)
+    path = runtime / "config.yaml"
+    with path.open("w") as handle:
+        yaml.dump(data, handle)
+    return path
+
+
+def run_ok(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"{argv} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
+    return proc
