@@ -21,6 +21,8 @@ from typing import Any
 
 __all__ = ["GpuSample", "GpuSampler", "gpu_name", "nvml_absent_reason"]
 
+_MAX_READ_S = 0.05
+
 
 def _nvml() -> tuple[Any | None, str]:
     try:
@@ -87,19 +89,21 @@ class GpuSampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
-    def _read(self, handle: Any) -> GpuSample:
+    def _read(self, handle: Any) -> GpuSample | None:
+        """A sample, or None when its reads were not close together in time (this thread lost the GIL between
+        them: the energy counter would be paired with the wrong clock)."""
         nvml = self._nvml
         assert nvml is not None
+        before = time.monotonic()
         util = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
         used_mb = nvml.nvmlDeviceGetMemoryInfo(handle).used / (1024 * 1024)
-        return GpuSample(
-            time.monotonic(),
-            util,
-            used_mb,
-            _optional(lambda: float(nvml.nvmlDeviceGetTotalEnergyConsumption(handle))),
-            _optional(lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0),
-            _optional(lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM))),
-        )
+        energy = _optional(lambda: float(nvml.nvmlDeviceGetTotalEnergyConsumption(handle)))
+        power = _optional(lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
+        clock = _optional(lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)))
+        after = time.monotonic()
+        if after - before > _MAX_READ_S:
+            return None
+        return GpuSample((before + after) / 2, util, used_mb, energy, power, clock)
 
     def _run(self) -> None:
         nvml = self._nvml
@@ -110,13 +114,16 @@ class GpuSampler:
             self.absent_reason = f"NVML device {self.index}: {exc}"
             return
         while True:
+            # after the first sample, wait; a last sample is taken after the stop, so the span's end is covered
+            stopping = self._stop.wait(self.interval_s) if self.samples else False
             try:
-                self.samples.append(self._read(handle))
+                sample = self._read(handle)
             except Exception as exc:
                 self.absent_reason = f"NVML stopped answering: {exc}"
                 return
-            if self._stop.wait(self.interval_s):
-                self.samples.append(self._read(handle))  # a last sample, so the span's end is covered
+            if sample is not None:
+                self.samples.append(sample)
+            if stopping:
                 return
 
     def metrics(self, start: float | None = None, end: float | None = None) -> dict[str, float]:

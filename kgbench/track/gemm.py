@@ -6,7 +6,7 @@ Datasheet peaks are leads, not ceilings (an H100 SXM is sold as ~989 TFLOP/s den
 ceiling) and the product one 3x3 convolution of a nested-bottleneck block is, as cuDNN runs it (implicit GEMM:
 batch x 361 rows, 9 x mid channels deep, mid channels wide).
 
-`python -m kgbench.qualify.gemm [--json]` prints the figures.
+`python -m kgbench.track.gemm [--json]` prints the figures.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
-__all__ = ["DATASHEET_FP16_TFLOPS", "GemmRate", "datasheet_fp16_tflops", "measure_gemm"]
+__all__ = ["DATASHEET_FP16_TFLOPS", "GemmRate", "datasheet_fp16_tflops", "device_gemm_rate", "measure_gemm"]
 
 # dense FP16 tensor-core peaks, TFLOP/s (no sparsity), by the name NVML reports
 DATASHEET_FP16_TFLOPS = {"H100 80GB HBM3": 989.0, "H100 PCIe": 756.0, "H200": 989.0, "A100": 312.0}
@@ -76,11 +78,39 @@ def measure_gemm(shape: str = "square-8192", repeats: int = 20, warmup: int = 5)
     return GemmRate(device, label, median, (max(rates) - min(rates)) / median, datasheet_fp16_tflops(device))
 
 
+def device_gemm_rate(cache: Path | None, device: str | None, timeout_s: float = 180.0) -> GemmRate:
+    """The square FP16 rate of `device` (its NVML name): read from `cache` when it holds that device's figure, else
+    measured in a subprocess and written there. Without a GPU or torch: a GemmRate whose reason says why."""
+    if device is None:
+        return GemmRate(None, "8192x8192x8192", None, None, None, "no GPU (NVML sees none): no matrix-product rate")
+    if cache is not None and cache.is_file():
+        try:
+            known = GemmRate(**json.loads(cache.read_text(encoding="utf-8")))
+            if known.device == device and known.tflops is not None:
+                return known
+        except (ValueError, TypeError):
+            pass  # a damaged cache is measured again
+    argv = [sys.executable, "-m", "kgbench.track.gemm", "--json", "--shape", "square-8192"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, check=False)
+        rate = GemmRate(**json.loads(done.stdout.strip().splitlines()[-1]))
+    except (subprocess.TimeoutExpired, ValueError, TypeError, IndexError) as exc:
+        sheet = datasheet_fp16_tflops(device)
+        return GemmRate(device, "8192x8192x8192", None, None, sheet, f"measurement failed: {exc}")
+    # the subprocess may not see the GPU NVML named (no torch, no CUDA): the figure is still this device's
+    rate = replace(rate, device=device, datasheet_tflops=rate.datasheet_tflops or datasheet_fp16_tflops(device))
+    if cache is not None and rate.tflops is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        cache.write_text(json.dumps(asdict(rate)), encoding="utf-8")
+    return rate
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m kgbench.qualify.gemm", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kgbench.track.gemm", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--shape", choices=sorted(SHAPES), help="one shape (default: all)")
     args = parser.parse_args(argv)
-    results = [measure_gemm(shape) for shape in SHAPES]
+    results = [measure_gemm(shape) for shape in ([args.shape] if args.shape else SHAPES)]
     for rate in results:
         if args.json:
             print(json.dumps(asdict(rate)))
