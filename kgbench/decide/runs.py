@@ -155,6 +155,7 @@ def candidates(runs: Sequence[Run]) -> list[Candidate]:
                 failed=tags.get("kgbench.status") == "failed",
                 pruned=_flag(run, "kgbench.pruned"),
                 simulated=_flag(run, "simulated"),
+                synthetic=_flag(run, "synthetic_net"),
                 promoted=_flag(run, "promoted"),
                 label=label_of(run, keys),
                 extra={"mode": tags.get("mode") or run.data.params.get("mode", "")},

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kgserve.http.context import ServeContext
+from kgserve.katago.netfile import is_synthetic_model
 
 __all__ = ["readiness"]
 
@@ -45,6 +46,9 @@ def readiness(ctx: ServeContext, *, detailed: bool = True) -> tuple[bool, dict[s
         "simulated": backend == "sim" or "sim" in str(version or ""),
         "katago_version": version,
         "model": str(settings.engine.model_for(backend)),
+        # a synthetic net (random weights) is served only as a throughput test: its analyses are noise
+        "synthetic_net": is_synthetic_model(settings.engine.model_for(backend)),
+        "throughput_test": settings.engine.throughput_test,
         "cfg": str(settings.engine.cfg),
         "provenance": ctx.provenance,
         "engines": engines,
