@@ -16,10 +16,11 @@ from typing import Any
 from kgbench.load.generator import run_direct
 from kgbench.load.traffic import QuerySource
 from kgbench.load.types import LevelHook, LoadResult, LoadSettings
+from kgbench.sweep.device import watch_figures
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.spec import Prepared
 from kgbench.targets.kgserve_process import MAX_LINES, JobFailure, find_unused_keys, parse_nn_stats, unused_key_reason
-from kgbench.track.gpu import GpuSampler
+from kgbench.track.measure import MeasureWatch
 from kgbench.track.tracking import JobRun
 from kgserve.engine_errors import NoEngineReady
 from kgserve.pool import EnginePool
@@ -80,7 +81,7 @@ async def _run(
     run: JobRun,
     progress: JobProgress,
     on_level: LevelHook | None,
-) -> tuple[LoadResult, dict[str, float]]:
+) -> tuple[LoadResult, dict[str, float], MeasureWatch]:
     settings = prepared.settings
     timeout = settings.engine.backend_settings(prepared.backend).startup_timeout_s * prepared.engines + 60
     pool = EnginePool(settings, prepared.backend, stderr_sink=collector)
@@ -96,13 +97,13 @@ async def _run(
             tags["katago_version"] = str(status["katago_version"])
         run.set_tags(tags)
         progress.stage(f"{prepared.engines} engine(s) ready after {start_s:.1f} s; measuring (direct pipe)")
-        with GpuSampler() as gpu:
+        # no front-end process: the engines are this process's children, counted as engines by the host sampler
+        with MeasureWatch() as watch:
             result = await run_direct(pool, load, queries, progress.update, on_level)
-        extra.update(gpu.metrics())
     finally:
         progress.stage("stopping the engines")
         await pool.close(settings.server.grace_period_s)
-    return result, extra
+    return result, extra, watch
 
 
 def via_direct(
@@ -118,9 +119,12 @@ def via_direct(
     collector = _LineCollector(job_dir / "kgserve_stderr.log")  # the engines' stderr: the file, not the terminal
     progress.stage(f"starting {prepared.engines} {prepared.backend} engine(s) in-process (transport=direct)")
     try:
-        result, extra = asyncio.run(_run(prepared, load, queries, collector, run, progress, on_level))
+        result, extra, watch = asyncio.run(_run(prepared, load, queries, collector, run, progress, on_level))
     finally:
         collector.close()
     extra.update(parse_nn_stats(collector.text()))
+    figures, tags = watch_figures(prepared, watch, result, extra, job_dir)
+    extra.update(figures)
+    run.set_tags(tags)
     unused = find_unused_keys(collector.text())
     return result, extra, unused_key_reason(unused) if unused else None

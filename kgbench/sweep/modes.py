@@ -20,6 +20,7 @@ from kgbench.load.generator import run_load
 from kgbench.load.traffic import QuerySource
 from kgbench.load.types import HttpTarget, LevelHook, LoadResult, LoadSettings
 from kgbench.search.trial import TrialLink
+from kgbench.sweep.device import job_net, net_tags, watch_figures
 from kgbench.sweep.direct_job import via_direct
 from kgbench.sweep.positions import job_queries, position_metrics
 from kgbench.sweep.progress import JobProgress
@@ -31,7 +32,7 @@ from kgbench.targets.kgserve_process import (
     parse_nn_stats,
     unused_key_reason,
 )
-from kgbench.track.gpu import GpuSampler
+from kgbench.track.measure import MeasureWatch
 from kgbench.track.tracking import JobRun, log_load_result
 
 __all__ = ["engine_mode", "headline_req_per_s", "load_mode", "model_sha256"]
@@ -58,7 +59,8 @@ def model_sha256(path: Path) -> str | None:
 
 def _model_tags(prepared: Prepared) -> dict[str, str]:
     model = prepared.settings.engine.model_for(prepared.backend)
-    return {"model_file": model.name, "model_sha256": model_sha256(model) or "unknown"}
+    tags = {"model_file": model.name, "model_sha256": model_sha256(model) or "unknown"}
+    return {**tags, **net_tags(model, job_net(model))}
 
 
 def _ready_tags(ready: dict[str, Any]) -> dict[str, str]:
@@ -113,13 +115,15 @@ def _via_kgserve(
         run.set_tags(_ready_tags(ready))
         progress.stage(f"ready after {start_s:.1f} s at {proc.url}; measuring")
         assert proc.url is not None
-        with GpuSampler() as gpu:
+        with MeasureWatch(frontend_pid=lambda: proc.proc.pid if proc.proc else None) as watch:
             result = asyncio.run(run_load(HttpTarget(proc.url), load, queries, progress.update, on_level))
-        extra.update(gpu.metrics())
     finally:
         progress.stage("stopping kgserve")
         proc.stop(prepared.settings.server.grace_period_s)
     extra.update(parse_nn_stats(proc.text()))
+    figures, tags = watch_figures(prepared, watch, result, extra, job_dir)
+    extra.update(figures)
+    run.set_tags(tags)
     return result, extra, proc.unused_key_reason() if proc.unused_keys else None
 
 
