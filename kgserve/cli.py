@@ -44,6 +44,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=None, help="port (0: pick a free one)")
     parser.add_argument("--host", default=None, help="address to bind (default: server.host, 127.0.0.1)")
     parser.add_argument(
+        "--throughput-test",
+        action="store_true",
+        default=None,
+        help="serve a synthetic net (random weights: its analyses are noise) as a throughput test",
+    )
+    parser.add_argument(
         "--worker", default=None, help=argparse.SUPPRESS
     )  # I/N: one of server.workers (kgserve.workers)
     return parser
@@ -174,7 +180,9 @@ def _worker_argv(args: argparse.Namespace, settings: Settings) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        settings = load_settings(args.config).with_overrides(backend=args.backend, port=args.port, host=args.host)
+        settings = load_settings(args.config).with_overrides(
+            backend=args.backend, port=args.port, host=args.host, throughput_test=args.throughput_test
+        )
     except ConfigError as exc:
         print(f"kgserve: {exc}", file=sys.stderr)
         return EXIT_STARTUP

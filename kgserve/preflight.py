@@ -9,6 +9,7 @@ import os
 import shutil
 from pathlib import Path
 
+from kgserve.katago.netfile import is_synthetic_model, read_model_name
 from kgserve.settings import Settings
 
 __all__ = ["startup_problems"]
@@ -36,6 +37,12 @@ def startup_problems(settings: Settings) -> list[str]:
     model_key = f"engine.backends.{backend}.model" if engine.backend_settings(backend).model else "engine.model"
     if not model.is_file():
         problems.append(f"the model file {model} does not exist (config key {model_key}{source})")
+    elif is_synthetic_model(model) and not engine.throughput_test:
+        problems.append(
+            f"the model file {model} is a synthetic net ({read_model_name(model)}: random weights, its analyses are "
+            f"noise) (config key {model_key}{source}); serve it only for a throughput test: "
+            "engine.throughput_test: true or --throughput-test"
+        )
     if not engine.cfg.is_file():
         problems.append(f"the KataGo analysis cfg {engine.cfg} does not exist (config key engine.cfg{source})")
     return problems

@@ -82,6 +82,9 @@ class EngineSettings(_Strict):
     stderr_tail_lines: int = Field(50, ge=1, le=10000)
     liveness_interval_s: float = Field(10.0, gt=0)  # how often a ready engine is asked query_version
     liveness_timeout_s: float = Field(30.0, gt=0)  # no answer in this long: the engine is killed and restarted
+    # a synthetic net (random weights, `python -m kgbench.nets synth`) is served only when this says the run is a
+    # throughput test: its analyses are noise (kgserve.katago.netfile); /readyz then says so
+    throughput_test: bool = False
     backends: dict[str, BackendSettings]
 
     @field_validator("backends")
@@ -234,12 +237,19 @@ class Settings(_Strict):
     source: Path | None = Field(None, exclude=True)  # the file these settings came from
 
     def with_overrides(
-        self, *, backend: str | None = None, port: int | None = None, host: str | None = None
+        self,
+        *,
+        backend: str | None = None,
+        port: int | None = None,
+        host: str | None = None,
+        throughput_test: bool | None = None,
     ) -> Settings:
         engine = self.engine
         if backend is not None:
             engine.backend_settings(backend)  # fails clearly if not configured
             engine = engine.model_copy(update={"backend": backend})
+        if throughput_test is not None:
+            engine = engine.model_copy(update={"throughput_test": throughput_test})
         server = self.server.model_copy(update={k: v for k, v in {"port": port, "host": host}.items() if v is not None})
         return self.model_copy(update={"engine": engine, "server": server})
 

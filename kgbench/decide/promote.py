@@ -2,7 +2,8 @@
 
     python -m kgbench.promote [--sweep ID] [--experiment NAME] [--run ID] [--slo-p99-ms X]
                               [--objective req_per_s|goodput] [--slo-ms X]
-                              [--allow-simulated] [--config runtime/config.yaml] [--runtime-dir DIR] [--dry-run]
+                              [--allow-simulated] [--allow-synthetic] [--config runtime/config.yaml]
+                              [--runtime-dir DIR] [--dry-run]
 
 1. picks the winner among the sweep's runs by the rule in kgbench.decide.selection (printed with the decision and the
    table): overlapping 95% intervals are ties, broken by the lower p99; the objective is req/s, or goodput
@@ -11,6 +12,8 @@
    `# kgbench-promote:` provenance header (kgserve.provenance), and prints a diff against the old cfg;
 3. sets engine.backend in runtime/config.yaml (only that value changes; comments stay);
 4. tags the run promoted=true and the previously promoted run(s) promoted=false.
+A synthetic net's winner (with --allow-synthetic: random weights, a throughput test) always goes to a scratch
+runtime with engine.throughput_test set: the tracked runtime never serves one.
 A simulated winner (with --allow-simulated) and no --config, or --runtime-dir DIR, write steps 2-3 into a
 scratch runtime instead (runtime/scratch/ by default, git-ignored; see kgbench.decide.scratch) and tag the
 run kgbench.promoted_scratch=<its config>; the tracked runtime/ files and promoted tags stay as they are.
@@ -49,6 +52,10 @@ from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_se
 __all__ = ["PromoteError", "build_header_fields", "main", "promote"]
 
 CFG_ARTIFACT = "katago.cfg"
+SYNTHETIC_WARNING = (
+    "SYNTHETIC NET: this cfg won a sweep of a net with random weights (kgbench.nets synth). Its throughput is the "
+    "real architecture's; its analyses are noise: serve it only as a throughput test"
+)
 SIMULATED_WARNING = (
     "SIMULATED ENGINE RESULTS: this cfg won a sweep of kgserve.sim, not of KataGo on a GPU. "
     "Its numbers say nothing about real serving; re-run the sweep on the GPU before relying on it"
@@ -70,6 +77,8 @@ def build_header_fields(
     fields: dict[str, str] = {}
     if winner.simulated:
         fields["WARNING"] = SIMULATED_WARNING
+    elif winner.synthetic:
+        fields["WARNING"] = SYNTHETIC_WARNING
     fields.update(
         {
             "run_id": run.info.run_id,
@@ -87,6 +96,7 @@ def build_header_fields(
             "p50_ms": _fmt(winner.p50_ms),
             "p99_ms": _fmt(winner.p99_ms),
             "simulated": "true" if winner.simulated else "false",
+            "synthetic_net": "true" if winner.synthetic else "false",
             "config": winner.label,
             "git_commit": tags.get("git_commit", ""),
             "rule": (rule or rule_text()) + (f"; SLO p99 <= {slo_p99_ms:g} ms" if slo_p99_ms is not None else ""),
@@ -123,7 +133,10 @@ def _select(client: MlflowClient, args: argparse.Namespace) -> tuple[Selection, 
     cands = runlib.candidates(runs)
     if args.objective == "goodput" and args.slo_ms is not None:
         cands = runlib.goodput_at(client, runs, cands, args.slo_ms)
-    return choose_winner(cands, args.slo_p99_ms, args.allow_simulated, args.objective), sweep_id
+    selection = choose_winner(
+        cands, args.slo_p99_ms, args.allow_simulated, args.objective, allow_synthetic=args.allow_synthetic
+    )
+    return selection, sweep_id
 
 
 def _rule(args: argparse.Namespace) -> str:
@@ -174,6 +187,8 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     winner = selection.winner
     if winner is None:
         hint = " (simulated runs need --allow-simulated)" if selection.only_simulated_blocked() else ""
+        if selection.only_synthetic_blocked():
+            hint = " (runs of a synthetic net need --allow-synthetic: a throughput test, promoted to a scratch runtime)"
         if all(v.candidate.extra.get("mode") == "engine" for v in selection.verdicts):
             hint = " (a mode=engine sweep measures `katago benchmark`, not serving: promote a load sweep)"
         raise PromoteError(f"no run of sweep {sweep_id} satisfies the rule{hint}; nothing promoted")
@@ -189,6 +204,8 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     )
     if winner.simulated:
         print(f"\n!!! {SIMULATED_WARNING} !!!\n", file=sys.stderr)
+    elif winner.synthetic:
+        print(f"\n!!! {SYNTHETIC_WARNING} !!!\n", file=sys.stderr)
     model_tag = run.data.tags.get(MODEL_FILE, "")
     served_model = settings.engine.model_for(winner.backend)
     if model_tag and Path(model_tag).name != served_model.name:
@@ -200,7 +217,7 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     cfg_path, config_path = target.cfg_path, target.config_path
     if target.scratch is not None:
         print(
-            f"promoting into the scratch runtime {target.scratch.directory} ({_scratch_reason(args)}); "
+            f"promoting into the scratch runtime {target.scratch.directory} ({_scratch_reason(args, winner)}); "
             f"the tracked {DEFAULT_CONFIG_PATH.parent.name}/ files stay as they are"
         )
     old_cfg = cfg_path.read_text(encoding="utf-8") if cfg_path.exists() else ""
@@ -247,15 +264,17 @@ class _Target:
 def _target(args: argparse.Namespace, settings: Settings, winner: Candidate) -> _Target:
     """Where the promotion is written: the scratch runtime for --runtime-dir, or for a simulated winner
     when no --config was named; otherwise the runtime config itself (edited in place) and its cfg."""
-    if args.runtime_dir is not None or (winner.simulated and args.config is None):
-        scratch = scratch_runtime(settings, winner.backend, args.runtime_dir)
+    if args.runtime_dir is not None or winner.synthetic or (winner.simulated and args.config is None):
+        scratch = scratch_runtime(settings, winner.backend, args.runtime_dir, throughput_test=winner.synthetic)
         return _Target(scratch.cfg_path, scratch.config_path, scratch)
     return _Target(settings.engine.cfg, Path(settings.source or args.config), None)
 
 
-def _scratch_reason(args: argparse.Namespace) -> str:
+def _scratch_reason(args: argparse.Namespace, winner: Candidate) -> str:
     if args.runtime_dir is not None:
         return "--runtime-dir"
+    if winner.synthetic:
+        return "a synthetic net's winner never goes into a runtime config in place"
     return "a simulated winner; name --config to write it elsewhere"
 
 
@@ -270,6 +289,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--slo-ms", type=float, default=None,
                    help="goodput's latency objective in ms (default: each run's load.slo_ms)")  # fmt: skip
     p.add_argument("--allow-simulated", action="store_true", help="allow a simulated run to win (labelled)")
+    p.add_argument(
+        "--allow-synthetic",
+        action="store_true",
+        help="allow a run of a synthetic net (random weights) to win; it goes to a scratch runtime (throughput test)",
+    )
     p.add_argument("--config", type=Path, default=None, help=f"default {DEFAULT_CONFIG_PATH}")
     p.add_argument(
         "--runtime-dir",

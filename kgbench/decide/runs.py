@@ -33,6 +33,7 @@ from kgbench.track.schema import (
     SIMULATED,
     STATUS,
     SWEEP_ID,
+    SYNTHETIC_NET,
     UNSTABLE,
     tracking_uri,
 )
@@ -163,6 +164,7 @@ def candidates(runs: Sequence[Run]) -> list[Candidate]:
                 failed=tags.get(STATUS) == "failed",
                 pruned=_flag(run, PRUNED),
                 simulated=_flag(run, SIMULATED),
+                synthetic=_flag(run, SYNTHETIC_NET),
                 promoted=_flag(run, PROMOTED),
                 label=label_of(run, keys),
                 extra={"mode": tags.get(MODE) or run.data.params.get("mode", "")},

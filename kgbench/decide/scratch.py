@@ -45,14 +45,19 @@ def serve_command(config_path: Path) -> str:
     return f"python -m kgserve --config {_display(config_path)}"
 
 
-def scratch_runtime(settings: Settings, backend: str, directory: Path | None = None) -> ScratchRuntime:
+def scratch_runtime(
+    settings: Settings, backend: str, directory: Path | None = None, throughput_test: bool = False
+) -> ScratchRuntime:
     """The scratch runtime in `directory` (default runtime/scratch/) serving `backend` from its own cfg,
-    with every other value taken from `settings` (the runtime config the promotion was given)."""
+    with every other value taken from `settings` (the runtime config the promotion was given); `throughput_test`:
+    the winner ran a synthetic net, which kgserve serves only as a throughput test."""
     folder = (directory or DEFAULT_SCRATCH_DIR).expanduser().resolve()
     cfg_path = folder / CFG_NAME
     data: dict[str, Any] = settings.model_dump(mode="json")  # paths are absolute once loaded
     data["engine"]["backend"] = backend
     data["engine"]["cfg"] = str(cfg_path)
+    if throughput_test:
+        data["engine"]["throughput_test"] = True
     header = (
         f"# Scratch runtime written by `python -m kgbench.promote` from {settings.source}.\n"
         "# Paths are absolute; `python -m kgbench.promote` rewrites this file, edit the source config instead.\n"

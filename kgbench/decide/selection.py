@@ -6,6 +6,7 @@ Rule: among the runs that
   - are not flagged kgbench.unstable or kgbench.invalid, and were not pruned by an Optuna search,
   - have a p99 within the SLO when one is given (`--slo-p99-ms`),
   - are not simulated, unless simulated runs are allowed (`--allow-simulated`),
+  - did not run a synthetic net (random weights), unless allowed (`--allow-synthetic`: a throughput test),
 the objective (req/s, or goodput: req/s finished within a latency objective) decides, noise-aware
 (kgbench.decide.ties): runs whose 95% intervals overlap the best run's are tied, and the lowest p99 among the
 tied wins.
@@ -28,7 +29,7 @@ Objective = Literal["req_per_s", "goodput"]
 OBJECTIVES: tuple[Objective, ...] = ("req_per_s", "goodput")
 _ELIGIBLE = (
     "FINISHED runs with 0 errors and 0 timeouts, not flagged unstable or invalid, p99 within the SLO when given, "
-    "simulated runs only with --allow-simulated"
+    "simulated runs only with --allow-simulated, synthetic nets only with --allow-synthetic"
 )
 
 
@@ -57,6 +58,7 @@ class Candidate:
     failed: bool = False  # kgbench.status == "failed"
     pruned: bool = False  # stopped early by the Optuna search (kgbench.pruned): its last levels never ran
     simulated: bool = False
+    synthetic: bool = False  # ran a synthetic net (tag synthetic_net): a throughput test, never a served cfg
     promoted: bool = False
     label: str = ""  # the swept keys, for the table
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -102,12 +104,18 @@ class Selection:
         """No winner, and some run would have been eligible with --allow-simulated."""
         return self.winner is None and any(v.reason == "simulated" for v in self.verdicts)
 
+    def only_synthetic_blocked(self) -> bool:
+        """No winner, and some run would have been eligible with --allow-synthetic."""
+        return self.winner is None and any(v.reason == "synthetic net" for v in self.verdicts)
+
 
 def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
 
-def _reason(c: Candidate, slo_p99_ms: float | None, allow_simulated: bool, objective: Objective) -> str | None:
+def _reason(
+    c: Candidate, slo_p99_ms: float | None, allow_simulated: bool, objective: Objective, allow_synthetic: bool = False
+) -> str | None:
     if c.status != "FINISHED":
         return f"status {c.status}"
     if c.failed:
@@ -136,6 +144,8 @@ def _reason(c: Candidate, slo_p99_ms: float | None, allow_simulated: bool, objec
             return f"p99 {c.p99_ms:.0f} ms > SLO {slo_p99_ms:g} ms"
     if c.simulated and not allow_simulated:
         return "simulated"
+    if c.synthetic and not allow_synthetic:
+        return "synthetic net"
     return None
 
 
@@ -150,12 +160,15 @@ def choose_winner(
     slo_p99_ms: float | None = None,
     allow_simulated: bool = False,
     objective: Objective = "req_per_s",
+    allow_synthetic: bool = False,
 ) -> Selection:
     """Apply the rule (``rule_text``). Verdicts keep the candidates' order, each with the reason it was passed
     over; ``decision`` explains the choice among the eligible."""
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
-    verdicts = tuple(Verdict(c, _reason(c, slo_p99_ms, allow_simulated, objective)) for c in candidates)
+    verdicts = tuple(
+        Verdict(c, _reason(c, slo_p99_ms, allow_simulated, objective, allow_synthetic)) for c in candidates
+    )
     eligible = {v.candidate.run_id: v.candidate for v in verdicts if v.reason is None}
     metric = "req/s" if objective == "req_per_s" else "goodput"
     decision = decide([_scored(c, objective) for c in eligible.values()], metric)

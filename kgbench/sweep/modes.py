@@ -19,6 +19,7 @@ from kgbench.enginebench.run import EngineBenchError, run_engine_benchmark
 from kgbench.load.traffic import QuerySource
 from kgbench.load.types import LevelHook, LoadResult, LoadSettings
 from kgbench.search.trial import TrialLink
+from kgbench.sweep.device import job_net, net_tags, watch_figures
 from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.positions import job_queries, position_metrics
 from kgbench.sweep.progress import JobProgress
@@ -27,7 +28,7 @@ from kgbench.targets.base import Target
 from kgbench.targets.direct import PoolTarget
 from kgbench.targets.enginelog import find_unused_keys, parse_nn_stats, unused_key_reason
 from kgbench.targets.http import KgserveTarget
-from kgbench.track.gpu import GpuSampler
+from kgbench.track.measure import MeasureWatch
 from kgbench.track.schema import (
     KATAGO_VERSION,
     MODEL_FILE,
@@ -66,7 +67,8 @@ def model_sha256(path: Path) -> str | None:
 
 def _model_tags(prepared: Prepared) -> dict[str, str]:
     model = prepared.settings.engine.model_for(prepared.backend)
-    return {MODEL_FILE: model.name, MODEL_SHA256: model_sha256(model) or "unknown"}
+    tags = {MODEL_FILE: model.name, MODEL_SHA256: model_sha256(model) or "unknown"}
+    return {**tags, **net_tags(model, job_net(model))}
 
 
 def _ready_tags(ready: Mapping[str, Any]) -> dict[str, str]:
@@ -108,6 +110,7 @@ def _target(prepared: Prepared, job_dir: Path) -> Target:
 def _measure(
     target: Target,
     prepared: Prepared,
+    job_dir: Path,
     load: LoadSettings,
     queries: QuerySource,
     run: JobRun,
@@ -124,14 +127,16 @@ def _measure(
         run.log_metrics({"engine_start_s": start_s})
         run.set_tags(_ready_tags(ready))
         progress.stage(f"ready after {start_s:.1f} s; measuring through {target.where}")
-        with GpuSampler() as gpu:
+        with MeasureWatch(frontend_pid=target.frontend_pid) as watch:
             result = target.measure(load, queries, progress.update, on_level)
-        extra.update(gpu.metrics())
     finally:
         progress.stage(f"stopping {target.name}")
         target.stop(prepared.settings.server.grace_period_s)
     log = target.engine_log()
     extra.update(parse_nn_stats(log))
+    figures, tags = watch_figures(prepared, watch, result, extra, job_dir)
+    extra.update(figures)
+    run.set_tags(tags)
     unused = find_unused_keys(log)
     return result, extra, unused_key_reason(unused) if unused else None
 
@@ -156,7 +161,9 @@ def load_mode(
     hook = link.on_level if link is not None else None
     log_path = job_dir / "kgserve_stderr.log"
     try:
-        result, extra, unused = _measure(_target(prepared, job_dir), prepared, load, queries, run, progress, hook)
+        result, extra, unused = _measure(
+            _target(prepared, job_dir), prepared, job_dir, load, queries, run, progress, hook
+        )
         extra.update(position_metrics(queries))
     finally:
         log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""

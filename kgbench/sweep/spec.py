@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.render import Rendered, render_cfg
+from kgserve.katago.netfile import is_synthetic_model
 from kgserve.preflight import startup_problems
 from kgserve.settings import DEFAULT_CONFIG_PATH, Settings, load_settings
 
@@ -43,6 +44,9 @@ def job_settings_yaml(settings: Settings, cfg_path: Path, engines: int, min_infl
     if data["engine"].get("min_ready") and data["engine"]["min_ready"] > engines:
         data["engine"]["min_ready"] = None
     data["server"].update(host="127.0.0.1", port=0, auth_token_env=None)
+    # a synthetic net is what a throughput test measures: the job's kgserve serves it (its run is tagged)
+    if is_synthetic_model(settings.engine.model_for(settings.engine.backend)):
+        data["engine"]["throughput_test"] = True
     limits = data.setdefault("limits", {})
     limits["max_inflight_queries"] = max(int(limits.get("max_inflight_queries", 0)), min_inflight)
     header = "# kgserve config of one kgbench job (generated from the runtime config; absolute paths)\n"
@@ -84,7 +88,10 @@ def prepare(cfg: DictConfig, job_dir: Path, label: str = "") -> Prepared:
         raise JobFailure(f"load.concurrency={concurrency!r} must be a list of positive integers") from None
     kgserve_config = (job_dir / "kgserve_config.yaml").resolve()
     kgserve_config.write_text(job_settings_yaml(settings, cfg_path, engines, 2 * max_conc + 16), encoding="utf-8")
-    runtime_settings = settings.model_copy(update={"engine": settings.engine.model_copy(update={"cfg": cfg_path})})
+    # kgbench measures a synthetic net's throughput: the start-up checks must not refuse it (its runs are tagged)
+    synthetic = is_synthetic_model(settings.engine.model_for(backend)) or settings.engine.throughput_test
+    engine = settings.engine.model_copy(update={"cfg": cfg_path, "throughput_test": synthetic})
+    runtime_settings = settings.model_copy(update={"engine": engine})
     settings = load_settings(kgserve_config)
     return Prepared(settings, runtime_settings, rendered, cfg_path, kgserve_config, backend, mode, transport, engines)
 

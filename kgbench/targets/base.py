@@ -48,3 +48,7 @@ class Target(Protocol):
     def engine_log(self) -> str:
         """The engines' stderr lines so far (kgserve.engine.process.stderr_line's form)."""
         ...
+
+    def frontend_pid(self) -> int | None:
+        """The serving front end's process (for the host sampler), None when the engines run in this process."""
+        ...

@@ -127,3 +127,6 @@ class PoolTarget:
 
     def engine_log(self) -> str:
         return self.collector.text()
+
+    def frontend_pid(self) -> int | None:
+        return None  # no front-end process: the engines are this process's children (the host sampler's engines)

@@ -43,3 +43,6 @@ class KgserveTarget:
 
     def engine_log(self) -> str:
         return self.proc.text()
+
+    def frontend_pid(self) -> int | None:
+        return self.proc.proc.pid if self.proc.proc is not None else None

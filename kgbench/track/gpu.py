@@ -1,29 +1,50 @@
-"""GPU utilisation and memory through NVML, sampled while a job measures. No GPU (or no NVML): nothing is
-reported at all, so the metrics are absent rather than zero."""
+"""GPU utilisation, memory and energy through NVML, sampled while a job measures. No GPU (or no NVML): nothing is
+reported at all, so the metrics are absent rather than zero, and `GpuSampler.absent_reason` says why.
+
+Energy comes from NVML's total-energy counter (millijoules since the driver loaded, Volta and newer), read at every
+sample, so the energy of any time window inside the sampled span is the counter's difference across it: a job's
+measurement windows, not its warm-up, give its joules per analysis.
+
+`python -m kgbench.track.gpu -- CMD ...` runs CMD and prints what the GPU did meanwhile, as JSON.
+"""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
+import time
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-__all__ = ["GpuSampler", "gpu_name"]
+__all__ = ["GpuSample", "GpuSampler", "gpu_name", "nvml_absent_reason"]
+
+_MAX_READ_S = 0.05
 
 
-def _nvml() -> Any | None:
+def _nvml() -> tuple[Any | None, str]:
     try:
         import pynvml
-
+    except ImportError:
+        return None, "nvidia-ml-py (pynvml) is not installed"
+    try:
         pynvml.nvmlInit()
         if pynvml.nvmlDeviceGetCount() < 1:
-            return None
-        return pynvml
-    except Exception:  # no library, no driver, no device: all mean "no GPU here"
-        return None
+            return None, "NVML sees no GPU"
+        return pynvml, ""
+    except Exception as exc:  # no driver, no device: both mean "no GPU here"
+        return None, f"NVML unavailable ({type(exc).__name__}: {exc})"
+
+
+def nvml_absent_reason() -> str:
+    """'' when NVML and a GPU are present, else why the GPU metrics of a run are absent."""
+    return _nvml()[1]
 
 
 def gpu_name(index: int = 0) -> str | None:
-    nvml = _nvml()
+    nvml, _ = _nvml()
     if nvml is None:
         return None
     try:
@@ -33,17 +54,27 @@ def gpu_name(index: int = 0) -> str | None:
         return None
 
 
+@dataclass(frozen=True)
+class GpuSample:
+    t: float  # time.monotonic()
+    util: float  # % of the interval a kernel ran (NVML's "GPU utilization")
+    mem_used_mb: float
+    energy_mj: float | None  # total-energy counter; None where the GPU has none
+    power_w: float | None
+    sm_clock_mhz: float | None
+
+
 class GpuSampler:
-    """`with GpuSampler() as gpu: ...` then `gpu.metrics()` -> {gpu_util_mean, gpu_mem_peak_mb} or {}."""
+    """`with GpuSampler() as gpu: ...` then `gpu.metrics()` -> {gpu_util_mean, gpu_mem_peak_mb, ...} or {};
+    `gpu.metrics(start, end)` for a window of time.monotonic() values inside the sampled span."""
 
     def __init__(self, index: int = 0, interval_s: float = 0.5) -> None:
         self.index = index
         self.interval_s = interval_s
-        self.util: list[float] = []
-        self.mem_peak_mb: float | None = None
+        self.samples: list[GpuSample] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._nvml = _nvml()
+        self._nvml, self.absent_reason = _nvml()
 
     def __enter__(self) -> GpuSampler:
         if self._nvml is not None:
@@ -58,26 +89,88 @@ class GpuSampler:
         if self._thread is not None:
             self._thread.join(timeout=5)
 
+    def _read(self, handle: Any) -> GpuSample | None:
+        """A sample, or None when its reads were not close together in time (this thread lost the GIL between
+        them: the energy counter would be paired with the wrong clock)."""
+        nvml = self._nvml
+        assert nvml is not None
+        before = time.monotonic()
+        util = float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu)
+        used_mb = nvml.nvmlDeviceGetMemoryInfo(handle).used / (1024 * 1024)
+        energy = _optional(lambda: float(nvml.nvmlDeviceGetTotalEnergyConsumption(handle)))
+        power = _optional(lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0)
+        clock = _optional(lambda: float(nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)))
+        after = time.monotonic()
+        if after - before > _MAX_READ_S:
+            return None
+        return GpuSample((before + after) / 2, util, used_mb, energy, power, clock)
+
     def _run(self) -> None:
         nvml = self._nvml
         assert nvml is not None
         try:
             handle = nvml.nvmlDeviceGetHandleByIndex(self.index)
-        except Exception:
+        except Exception as exc:
+            self.absent_reason = f"NVML device {self.index}: {exc}"
             return
-        while not self._stop.is_set():
+        while True:
+            # after the first sample, wait; a last sample is taken after the stop, so the span's end is covered
+            stopping = self._stop.wait(self.interval_s) if self.samples else False
             try:
-                self.util.append(float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu))
-                used_mb = nvml.nvmlDeviceGetMemoryInfo(handle).used / (1024 * 1024)
-                self.mem_peak_mb = max(self.mem_peak_mb or 0.0, used_mb)
-            except Exception:
+                sample = self._read(handle)
+            except Exception as exc:
+                self.absent_reason = f"NVML stopped answering: {exc}"
                 return
-            self._stop.wait(self.interval_s)
+            if sample is not None:
+                self.samples.append(sample)
+            if stopping:
+                return
 
-    def metrics(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        if self.util:
-            out["gpu_util_mean"] = sum(self.util) / len(self.util)
-        if self.mem_peak_mb is not None:
-            out["gpu_mem_peak_mb"] = self.mem_peak_mb
+    def metrics(self, start: float | None = None, end: float | None = None) -> dict[str, float]:
+        """Mean utilisation, peak memory, energy (J) and mean power over [start, end] (default: everything)."""
+        inside = [s for s in self.samples if (start is None or s.t >= start) and (end is None or s.t <= end)]
+        if not inside:
+            return {}
+        out = {
+            "gpu_util_mean": sum(s.util for s in inside) / len(inside),
+            "gpu_mem_peak_mb": max(s.mem_used_mb for s in inside),
+        }
+        clocks = [s.sm_clock_mhz for s in inside if s.sm_clock_mhz is not None]
+        if clocks:
+            out["gpu_sm_clock_mean_mhz"] = sum(clocks) / len(clocks)
+        energy = [s for s in inside if s.energy_mj is not None]
+        if len(energy) >= 2 and energy[-1].t > energy[0].t:
+            joules = (energy[-1].energy_mj - energy[0].energy_mj) / 1000.0  # type: ignore[operator]
+            out["gpu_energy_j"] = joules
+            out["gpu_energy_span_s"] = energy[-1].t - energy[0].t
+            out["gpu_power_mean_w"] = joules / out["gpu_energy_span_s"]
         return out
+
+
+def _optional(read: Any) -> Any:
+    try:
+        return read()
+    except Exception:  # a counter this GPU or driver does not have
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["--"]:
+        args = args[1:]
+    if not args:
+        print("usage: python -m kgbench.track.gpu -- CMD [ARG...]", file=sys.stderr)
+        return 2
+    with GpuSampler(interval_s=0.25) as gpu:
+        started = time.monotonic()
+        status = subprocess.call(args)
+        wall = time.monotonic() - started
+    report = {"command": args, "returncode": status, "wall_s": wall, **gpu.metrics()}
+    if gpu.absent_reason:
+        report["gpu_absent_reason"] = gpu.absent_reason
+    print(json.dumps(report), file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,17 +14,26 @@ from kgserve.paths import PROJECT_ROOT
 
 __all__ = [
     "BACKEND",
+    "BOTTLENECK",
+    "BOTTLENECK_FIGURES",
+    "BOTTLENECK_KNOB",
     "BUILD_GROUP",
     "COLD_START",
     "FAILURE_REASON",
+    "GPU_METRICS_ABSENT",
     "INVALID",
     "INVALID_REASON",
     "JOB_KEY",
     "KATAGO_VERSION",
     "LADDER_STOP",
+    "MFU_ABSENT",
     "MODE",
     "MODEL_FILE",
     "MODEL_SHA256",
+    "NET_ARCH",
+    "NET_GFLOPS_PER_EVAL",
+    "NET_NAME",
+    "NET_PARAMS",
     "PARENT_RUN",
     "POSITIONS",
     "POSITIONS_LEDGER",
@@ -40,6 +49,7 @@ __all__ = [
     "SIMULATED",
     "STATUS",
     "SWEEP_ID",
+    "SYNTHETIC_NET",
     "TRT_CACHE",
     "UNSTABLE",
     "WARNINGS",
@@ -82,8 +92,18 @@ POSITIONS_LEDGER = "kgbench.positions_ledger"
 WARNINGS = "kgbench.warnings"
 RECOMMENDED_THREADS = "kgbench.recommended_threads"  # mode=engine: katago benchmark's recommendation
 RECOMMENDED_SOURCE = "kgbench.recommended_source"
+SYNTHETIC_NET = "synthetic_net"  # "true": a net with random weights (kgbench.nets synth), a throughput test
+NET_NAME = "net_name"
+NET_ARCH = "net_arch"
+NET_GFLOPS_PER_EVAL = "net_gflops_per_eval"
+NET_PARAMS = "net_params"
 
 # how it went
+BOTTLENECK = "bottleneck"  # one word: what limited the job (kgbench.track.efficiency)
+BOTTLENECK_FIGURES = "kgbench.bottleneck_figures"
+BOTTLENECK_KNOB = "kgbench.bottleneck_knob"
+GPU_METRICS_ABSENT = "kgbench.gpu_metrics_absent"
+MFU_ABSENT = "kgbench.mfu_absent"
 STATUS = "kgbench.status"  # ok | failed
 FAILURE_REASON = "kgbench.failure_reason"
 LADDER_STOP = "kgbench.ladder_stop"

@@ -10,7 +10,7 @@ import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from kgbench.track.schema import FAILURE_REASON, INVALID_REASON, PARENT_RUN
+from kgbench.track.schema import BOTTLENECK, FAILURE_REASON, INVALID_REASON, PARENT_RUN, SYNTHETIC_NET
 
 __all__ = ["COLUMNS", "child_runs", "format_table", "overheads", "sweep_table"]
 
@@ -24,6 +24,12 @@ COLUMNS: list[tuple[str, str]] = [
     ("batch", "nn_avg_batch_size"),
     ("start s", "engine_start_s"),
     ("overhead", "overhead"),
+    # efficiency over the headline level's windows (kgbench.track.efficiency); absent without a GPU or a known net
+    ("evals/s", "nn_evals_per_s"),
+    ("MFU", "mfu"),
+    ("J/an", "gpu_j_per_analysis"),
+    ("GPU %", "windows_gpu_util_mean"),
+    ("host %", "host_cpu_busy_pct"),
 ]
 
 
@@ -57,13 +63,15 @@ def sweep_table(runs: list[Run]) -> pd.DataFrame:
         }
         for column, key in COLUMNS:
             row[column] = metrics.get(key, math.nan)
+        row["bottleneck"] = tags.get(BOTTLENECK, "")
         flags = [name for name in ("unstable", "invalid") if tags.get(f"kgbench.{name}") == "true"]
+        flags += ["synthetic"] if tags.get(SYNTHETIC_NET) == "true" else []
         row["flags"] = ",".join(flags)
         row["reason"] = tags.get(FAILURE_REASON, "") or tags.get(INVALID_REASON, "")
         row["run_id"] = run.info.run_id
         row["_start"] = run.info.start_time or 0
         rows.append(row)
-    columns = ["job", "status", *[c for c, _ in COLUMNS], "flags", "reason", "run_id", "_start"]
+    columns = ["job", "status", *[c for c, _ in COLUMNS], "bottleneck", "flags", "reason", "run_id", "_start"]
     frame = pd.DataFrame(rows, columns=columns).sort_values("_start", kind="stable")
     # mode=engine jobs have no req/s: they sort by visits/s after the load jobs
     frame = frame.sort_values(["req/s", "visits/s"], ascending=False, na_position="last", kind="stable")
@@ -78,5 +86,7 @@ def format_table(frame: pd.DataFrame, max_reason: int = 100) -> str:
         lambda text: text if len(text) <= max_reason else text[: max_reason - 1] + "…"
     )
     shown = shown.dropna(axis=1, how="all")
+    if (shown["bottleneck"] == "").all():  # no job measured its machine (engine mode, old runs)
+        shown = shown.drop(columns=["bottleneck"])
     with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", max_reason):
         return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")

@@ -238,6 +238,14 @@ def _components(auth: bool) -> dict[str, Any]:
                     "simulated": {"type": "boolean", "description": "true: the simulated engine, not KataGo"},
                     "katago_version": {"type": "string", "nullable": True, "description": "as the engine reports it"},
                     "model": {"type": "string"},
+                    "synthetic_net": {
+                        "type": "boolean",
+                        "description": "true: the model is a synthetic net (random weights: analyses are noise)",
+                    },
+                    "throughput_test": {
+                        "type": "boolean",
+                        "description": "true: served as a throughput test (engine.throughput_test)",
+                    },
                     "cfg": {"type": "string"},
                     "provenance": {"type": "object", "nullable": True, "description": "the cfg's promote header"},
                     "engines": {"type": "array", "items": {"type": "object"}},
@@ -276,6 +284,8 @@ def build_openapi(settings: Settings, *, auth: bool = False, sample_root: Path =
         "simulated": is_simulated(settings.engine.backend),
         "katago_version": "1.17.2",
         "model": str(settings.engine.model_for()),
+        "synthetic_net": False,
+        "throughput_test": settings.engine.throughput_test,
         "cfg": str(settings.engine.cfg),
         "provenance": None,
         "engines": [],

@@ -13,6 +13,7 @@ from typing import Any
 
 from kgserve.context import ServeContext
 from kgserve.engine.client import is_simulated
+from kgserve.katago.netfile import is_synthetic_model
 
 __all__ = ["readiness"]
 
@@ -46,6 +47,9 @@ def readiness(ctx: ServeContext, *, detailed: bool = True) -> tuple[bool, dict[s
         "simulated": is_simulated(backend, None if version is None else str(version)),
         "katago_version": version,
         "model": str(settings.engine.model_for(backend)),
+        # a synthetic net (random weights) is served only as a throughput test: its analyses are noise
+        "synthetic_net": is_synthetic_model(settings.engine.model_for(backend)),
+        "throughput_test": settings.engine.throughput_test,
         "cfg": str(settings.engine.cfg),
         "provenance": ctx.provenance,
         "engines": engines,

@@ -239,3 +239,37 @@ def test_running_sweep_warns(store: Store, config_path: Path, capsys: pytest.Cap
     store.client.update_run(store.sweeps["s1"], status="RUNNING")
     assert _main(store, config_path, "--dry-run") == 0
     assert "is still running" in capsys.readouterr().err
+
+
+def test_a_synthetic_nets_winner_never_reaches_the_tracked_runtime(
+    store: Store,
+    config_path: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sweep of a synthetic net (random weights) measures throughput only: promote passes it over unless told it is
+    a throughput test, and then writes a scratch runtime with engine.throughput_test set, even with --config."""
+    store.sweep("syn")
+    winner = store.job("syn", "syn", metrics={**OK, "req_per_s": 18.5, "p99_ms": 900}, tags={"synthetic_net": "true"})
+    config_before = config_path.read_text()
+    assert _main(store, config_path) == 1
+    captured = capsys.readouterr()
+    assert "synthetic net" in captured.out and "--allow-synthetic" in captured.err
+    scratch = tmp_path / "scratch-runtime"
+    assert _main(store, config_path, "--allow-synthetic", "--runtime-dir", str(scratch)) == 0
+    captured = capsys.readouterr()
+    assert "SYNTHETIC NET" in captured.err
+    assert config_path.read_text() == config_before and not (config_path.parent / "katago_serving.cfg").exists()
+    written = load_settings(scratch / "config.yaml")
+    assert written.engine.throughput_test is True
+    prov = read_provenance(scratch / "katago_serving.cfg")
+    assert prov is not None and prov.run_id == winner and prov.get("synthetic_net") == "true"
+    # named --config without --runtime-dir: still a scratch runtime, never the named config in place
+    from kgbench.decide import scratch as scratch_mod
+
+    monkeypatch.setattr(scratch_mod, "DEFAULT_SCRATCH_DIR", tmp_path / "default-scratch")
+    assert _main(store, config_path, "--allow-synthetic") == 0
+    assert (tmp_path / "default-scratch" / "config.yaml").is_file()
+    assert "never goes into a runtime config in place" in capsys.readouterr().out
+    assert config_path.read_text() == config_before

@@ -83,3 +83,21 @@ def test_non_loopback_bind_without_token_warns() -> None:
         ServerSettings.model_validate({"host": "0.0.0.0", "port": 1, "auth_token_env": "KG_TOKEN"}), None
     )
     assert warning is not None and "0.0.0.0" in warning and "KG_TOKEN" in warning
+
+
+def test_a_synthetic_net_is_served_only_as_a_throughput_test(tmp_path: Path, config_writer: Any) -> None:
+    """A net of random weights (`python -m kgbench.nets synth`) answers noise: kgserve refuses it unless told the run
+    is a throughput test, and then /readyz says so."""
+    from kgbench.nets import architecture, write_synthetic
+    from tests.conftest import kgserve_ready
+
+    net = tmp_path / "synthetic-b2c32nbt.bin.gz"
+    write_synthetic(architecture("b2c32nbt"), net)
+    config = config_writer(tmp_path, **{"engine.backends.sim": {"model": str(net)}})
+    refused = run_kgserve("--config", str(config), "--port", "0")
+    assert refused.returncode == 2, refused.stderr
+    text = assert_one_paragraph(refused.stderr)
+    assert "synthetic net (synthetic-b2c32nbt" in text and "engine.backends.sim.model" in text
+    assert "--throughput-test" in text
+    with kgserve_ready(config, None, "--throughput-test") as (_, ready):
+        assert ready["synthetic_net"] is True and ready["throughput_test"] is True

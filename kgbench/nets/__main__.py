@@ -1,0 +1,101 @@
+"""`python -m kgbench.nets`: describe a KataGo network, write a synthetic one, find the KaTrain net.
+
+flops MODEL [--board N] [--json]   architecture, weights and FLOPs per evaluation (N x N board, default 19)
+synth ARCH OUT [--seed S]          write ARCH with random weights to OUT (.bin, or .bin.gz)
+architectures                      the architectures `synth` knows
+katrain                            the path of the net inside the installed katrain package
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from kgbench.nets.architectures import ARCHITECTURES, architecture
+from kgbench.nets.description import NetDescription
+from kgbench.nets.katrain import KatrainNetMissing, katrain_model_path
+from kgbench.nets.parse import describe_model
+from kgbench.nets.stream import ModelFormatError
+from kgbench.nets.synth import write_synthetic
+
+__all__ = ["describe", "main"]
+
+
+def describe(net: NetDescription, board: int) -> dict[str, object]:
+    """What `flops --json` prints: the figures kgbench records for a run's network."""
+    flops = net.flops(board)
+    return {
+        "name": net.name,
+        "architecture": net.architecture,
+        "version": net.version,
+        "synthetic": net.synthetic,
+        "blocks": len(net.block_kinds),
+        "trunk_channels": net.trunk_channels,
+        "mid_channels": net.mid_channels,
+        "params": net.params,
+        "spatial_weights": net.spatial_weights,
+        "attention_layers": net.attention_layers,
+        "board": board,
+        "flops_per_eval": flops,
+        "attention_flops_per_eval": net.attention_flops(board),
+        "rule_of_thumb_flops": net.rule_of_thumb_flops(board),
+        "flops_over_rule_of_thumb": flops / net.rule_of_thumb_flops(board),
+    }
+
+
+def _print_description(info: dict[str, object]) -> None:
+    print(
+        f"{info['name']}: {info['architecture']} (model version {info['version']}"
+        f"{', SYNTHETIC: random weights' if info['synthetic'] else ''})\n"
+        f"  {info['params']:,} params ({info['spatial_weights']:,} applied at every board point), "
+        f"{info['attention_layers']} attention layers\n"
+        f"  {float(info['flops_per_eval']) / 1e9:.3f} GFLOP per {info['board']}x{info['board']} evaluation "  # type: ignore[arg-type]
+        f"(attention {float(info['attention_flops_per_eval']) / 1e9:.3f}); "  # type: ignore[arg-type]
+        f"2 x weights x points = {float(info['rule_of_thumb_flops']) / 1e9:.3f} "  # type: ignore[arg-type]
+        f"(ratio {float(info['flops_over_rule_of_thumb']):.3f})"  # type: ignore[arg-type]
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m kgbench.nets", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    flops = commands.add_parser("flops", help="architecture, weights and FLOPs per evaluation of a model file")
+    flops.add_argument("model", type=Path)
+    flops.add_argument("--board", type=int, default=19, help="board size (default 19)")
+    flops.add_argument("--json", action="store_true", help="print one JSON object")
+    synth = commands.add_parser("synth", help="write a synthetic net (random weights) of a named architecture")
+    synth.add_argument("architecture", help=f"one of: {', '.join(ARCHITECTURES)}")
+    synth.add_argument("out", type=Path, help="output file, .bin (fast) or .bin.gz")
+    synth.add_argument("--seed", type=int, default=0)
+    commands.add_parser("architectures", help="the architectures synth knows")
+    commands.add_parser("katrain", help="print the path of the KaTrain net (the katrain extra)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "flops":
+            if args.board < 2 or args.board > 37:
+                raise ValueError(f"--board {args.board}: KataGo boards are 2..37")
+            info = describe(describe_model(args.model), args.board)
+            print(json.dumps(info)) if args.json else _print_description(info)
+        elif args.command == "synth":
+            weights = write_synthetic(architecture(args.architecture), args.out, seed=args.seed)
+            print(f"wrote {args.out}: synthetic {args.architecture}, {weights:,} weights (random: for throughput only)")
+        elif args.command == "architectures":
+            for arch in ARCHITECTURES.values():
+                print(f"{arch.name}: {arch.num_blocks} blocks, trunk {arch.trunk}, mid {arch.mid}, gpool {arch.gpool}")
+        else:
+            print(katrain_model_path())
+    except (ModelFormatError, ValueError, KatrainNetMissing, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

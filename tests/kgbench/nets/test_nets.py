@@ -1,0 +1,150 @@
+"""kgbench.nets: model files read (architecture, weights, FLOPs) and synthetic nets written."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kgbench.nets import (
+    ARCHITECTURES,
+    ModelFormatError,
+    architecture,
+    describe_model,
+    is_synthetic_model,
+    katrain_model_path,
+    read_model_name,
+    write_synthetic,
+)
+from kgbench.nets.__main__ import main as nets_main
+from tests.conftest import REPO
+
+TINY = architecture("b2c32nbt")
+
+
+@pytest.fixture(scope="module")
+def tiny_net(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("nets") / "synthetic-b2c32nbt.bin.gz"
+    write_synthetic(TINY, path)
+    return path
+
+
+def test_a_synthetic_net_reads_back_as_its_architecture(tiny_net: Path) -> None:
+    net = describe_model(tiny_net)
+    assert net.name == "synthetic-b2c32nbt" and net.synthetic and net.version == 15
+    assert net.architecture == "b2c32nbt"
+    assert (net.trunk_channels, net.mid_channels, net.gpool_channels) == (32, 16, 8)
+    assert net.block_kinds == ("nested[ordinary,ordinary]", "nested[gpool,ordinary]")
+    # KataGo's own count for this file (its log: "synthetic-b2c32nbt (nbt convnet, 29409 params)")
+    assert net.params == 29409
+    assert is_synthetic_model(tiny_net) and read_model_name(tiny_net) == "synthetic-b2c32nbt"
+
+
+def test_flops_are_two_multiply_adds_per_weight_at_every_point_plus_the_fixed_parts(tiny_net: Path) -> None:
+    net = describe_model(tiny_net)
+    fixed = sum(layer.macs_fixed for layer in net.layers)
+    assert net.flops(19) == 2 * (net.spatial_weights * 361 + fixed)
+    assert net.flops(9) == 2 * (net.spatial_weights * 81 + fixed)
+    assert net.attention_flops(19) == 0 and net.rule_of_thumb_flops(19) == 2 * net.spatial_weights * 361
+
+
+@pytest.mark.parametrize(
+    ("name", "spatial_weights", "gflops"),
+    [("b40c768nbt", 230_724_608, 166.586), ("b28c512nbt", 72_305_920, 52.206), ("b18c384nbt", 26_139_072, 18.873)],
+)
+def test_the_named_architectures_cost_what_katagos_table_says(
+    tmp_path: Path, name: str, spatial_weights: int, gflops: float
+) -> None:
+    """The model-format notes' table: b40c768nbt ~170 GFLOP, b28c512nbt ~53, b18c384nbt ~19.2 per 19x19 eval. Only
+    b18 is written here (the b40 file is 930 MB); the others are checked through their layer plan."""
+    arch = architecture(name)
+    if name == "b18c384nbt":
+        path = tmp_path / "synthetic-b18c384nbt.bin"
+        write_synthetic(arch, path)
+        net = describe_model(path)
+        assert net.spatial_weights == spatial_weights
+        assert net.flops() / 1e9 == pytest.approx(gflops, abs=1e-3)
+    mid, trunk, gpool = arch.mid, arch.trunk, arch.gpool
+    block = 2 * trunk * mid + 4 * 9 * mid * mid  # 1x1 in and out, four 3x3 convs at mid
+    pooled = 9 * mid * (mid - gpool) + 9 * mid * gpool + 9 * (mid - gpool) * mid - 9 * mid * mid * 2
+    heads = trunk * (arch.p1 + arch.g1 + arch.v1) + arch.p1 * 2 + arch.v1
+    planned = 9 * 22 * trunk + arch.num_blocks * block + sum(arch.gpool_blocks) * pooled + heads
+    assert planned == spatial_weights
+
+
+def test_a_truncated_or_foreign_file_names_what_did_not_parse(tmp_path: Path, tiny_net: Path) -> None:
+    data = gzip.decompress(tiny_net.read_bytes())
+    cut = tmp_path / "cut.bin"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ModelFormatError, match=r"cut\.bin: .*(ends|ended)"):
+        describe_model(cut)
+    foreign = tmp_path / "notes.bin"
+    foreign.write_text("hello world this is not a net\n")
+    with pytest.raises(ModelFormatError, match="model version: expected an integer, found 'world'"):
+        describe_model(foreign)
+    trailing = tmp_path / "trailing.bin"
+    trailing.write_bytes(data + b"extra\n")
+    with pytest.raises(ModelFormatError, match="unexpected data after the value head"):
+        describe_model(trailing)
+
+
+def test_synth_refuses_an_extension_katago_would_misread(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"\.bin or \.bin\.gz"):
+        write_synthetic(TINY, tmp_path / "net.txt.gz")
+    with pytest.raises(ValueError, match="unknown architecture 'b99'; known: b40c768nbt"):
+        architecture("b99")
+    assert set(ARCHITECTURES) >= {"b40c768nbt", "b18c384nbt", "b2c32nbt"}
+
+
+def test_the_cli_describes_writes_and_fails_clearly(
+    tmp_path: Path, tiny_net: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert nets_main(["flops", str(tiny_net), "--json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert info["synthetic"] is True and info["params"] == 29409 and info["board"] == 19
+    out = tmp_path / "again.bin"
+    assert nets_main(["synth", "b2c32nbt", str(out), "--seed", "3"]) == 0
+    assert "SYNTHETIC" in (capsys.readouterr(), nets_main(["flops", str(out)]), capsys.readouterr().out)[2]
+    assert nets_main(["flops", str(tmp_path / "missing.bin.gz")]) == 2
+    assert "missing.bin.gz" in capsys.readouterr().err
+    assert nets_main(["flops", str(tiny_net), "--board", "40"]) == 2
+    # the module runs as documented, without the web stack or mlflow
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "kgbench.nets", "architectures"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert "b40c768nbt: 40 blocks, trunk 768" in done.stdout
+    assert not any(heavy in done.stderr for heavy in ("mlflow", "fastapi", "hydra"))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("katrain") is None, reason="the katrain extra is not installed")
+def test_the_katrain_net_is_found_and_counted() -> None:
+    """KaTrain 1.20's b10c384h6nbttflrs: KataGo's log says "(nbt transformer, 10545753 params)"; its attention is
+    counted (4 x 361^2 x 192 per layer, 20 layers), so its FLOPs run 1.26x the 2 x weights x 361 rule of thumb."""
+    net = describe_model(katrain_model_path())
+    assert net.name == "b10c384h6nbttflrs" and not net.synthetic
+    assert net.params == 10_545_753 and net.attention_layers == 20
+    assert net.attention_flops() == 20 * 4 * 361**2 * 192
+    assert net.flops() / 1e9 == pytest.approx(9.5625, abs=1e-4)
+    assert net.flops() / net.rule_of_thumb_flops() == pytest.approx(1.265, abs=1e-3)
+
+
+def test_the_katago_test_net_when_the_real_tier_names_it() -> None:
+    """g170-b6c96 (KataGo's log: "(convnet, 1027911 params)"): a plain resnet, FLOPs = 2 x weights x 361."""
+    model = os.environ.get("KGBENCH_KATAGO_MODEL", "")
+    if "g170-b6c96" not in model:
+        pytest.skip("KGBENCH_KATAGO_MODEL does not name the g170-b6c96 test net")
+    net = describe_model(Path(model))
+    assert net.params == 1_027_911 and net.architecture == "b6c96" and net.version == 8
+    assert net.flops() / 1e9 == pytest.approx(0.7236, abs=1e-4)
+    assert net.flops() / net.rule_of_thumb_flops() == pytest.approx(1.0, abs=1e-4)
