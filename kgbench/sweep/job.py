@@ -17,11 +17,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep import modes
 from kgbench.sweep.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
-from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.grouping import build_key
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.render import RenderError
-from kgbench.sweep.spec import Prepared, check_engine_files, prepare, section
+from kgbench.sweep.spec import JobFailure, Prepared, check_engine_files, prepare, section
 from kgbench.targets.base import TargetError
 from kgbench.track import tracking
 from kgbench.track.gpu import gpu_name
