@@ -37,8 +37,8 @@ SCALES = {
         threads={"numAnalysisThreads": 64, "numSearchThreadsPerAnalysisThread": 4, "numNNServerThreadsPerModel": 2},
         load={
             "concurrency": [256],
-            "warmup_s": 6.0,
-            "window_s": 4.0,
+            "warmup_s": 5.0,
+            "window_s": 3.0,
             "min_windows": 2,
             "max_windows": 4,
             "tolerance": 0.1,

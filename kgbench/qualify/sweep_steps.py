@@ -48,19 +48,28 @@ def _kgbench(q: Qualification, step: str, args: Sequence[str], timeout_s: float)
 
 
 def engine_benchmark(q: Qualification, record: StepRecord) -> str:
+    """`katago benchmark` over the scale's search threads; a net that runs out of GPU memory at the largest batch
+    (a transformer's per-batch-size graphs can) is tried again with half the batch, and the record says so."""
     scale = q.options.scale
-    threads = "[" + ",".join(str(t) for t in scale.bench_threads) + "]"
-    args = [
-        "mode=engine",
-        f"backend={q.options.backend}",
-        f"engine_bench.threads={threads}",
-        f"engine_bench.visits={scale.bench_visits}",
-        f"engine_bench.positions={scale.bench_positions}",
-        f"nnMaxBatchSize={max(scale.bench_threads[-1], max(scale.line_batches))}",
-        f"numNNServerThreadsPerModel={scale.threads['numNNServerThreadsPerModel']}",
-        f"hydra.run.dir={q.out / 'hydra' / 'benchmark'}",
-    ]
-    _kgbench(q, "benchmark", args, q.budget.share(0.12, 90))
+    batch = max(scale.bench_threads[-1], max(scale.line_batches))
+    while True:
+        threads = "[" + ",".join(str(t) for t in scale.bench_threads if t <= batch) + "]"
+        args = [
+            "mode=engine",
+            f"backend={q.options.backend}",
+            f"engine_bench.threads={threads}",
+            f"engine_bench.visits={scale.bench_visits}",
+            f"engine_bench.positions={scale.bench_positions}",
+            f"nnMaxBatchSize={batch}",
+            f"numNNServerThreadsPerModel={scale.threads['numNNServerThreadsPerModel']}",
+            f"hydra.run.dir={q.out / 'hydra' / f'benchmark-{batch}'}",
+        ]
+        log = _kgbench(q, "benchmark", args, q.budget.share(0.12, 90))
+        if "out of memory" not in log or batch <= 16:
+            break
+        record.data.setdefault("out_of_memory_at_batch", []).append(batch)
+        batch //= 2
+    record.data["nnMaxBatchSize"] = batch
     client = runlib.make_client(q.tracking_uri)
     found = client.search_runs(
         [e.experiment_id for e in client.search_experiments()],
@@ -128,7 +137,7 @@ def user_line(q: Qualification, record: StepRecord) -> str:
     threads = [f"{key}={value}" for key, value in scale.threads.items()]
     args = ["-m", f"backend={','.join(q.backends)}", f"nnMaxBatchSize={batches}", *threads, *_load_overrides(q)]
     args.append(f"hydra.sweep.dir={q.out / 'hydra' / 'line'}")
-    _kgbench(q, "line", args, q.budget.share(0.3, 120))
+    _kgbench(q, "line", args, q.budget.share(0.33, 120))
     parent, _, rows = _sweep_rows(q)
     record.data.update(sweep=runlib.sweep_id_of(parent), jobs=rows, skipped_backends=q.skipped_backends)
     done = [row for row in rows if row["status"] == "FINISHED" and "req_per_s" in row]
@@ -171,7 +180,7 @@ def wide_sweep(q: Qualification, record: StepRecord) -> str:
     args = ["-m", f"backend={q.options.backend}", f"{key}={','.join(str(v) for v in values)}"]
     args += [f"{k}={v}" for k, v in fixed.items()]
     args += [*_load_overrides(q), f"hydra.sweep.dir={q.out / 'hydra' / 'wide'}"]
-    _kgbench(q, "wide", args, q.budget.share(0.25, 120))
+    _kgbench(q, "wide", args, q.budget.share(0.22, 90))
     parent, _, rows = _sweep_rows(q, [f"katago.{key}"])
     record.data.update(sweep=runlib.sweep_id_of(parent), jobs=rows)
     done = [row for row in rows if row["status"] == "FINISHED" and "req_per_s" in row]
