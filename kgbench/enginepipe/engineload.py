@@ -39,6 +39,7 @@ class _Counts(NamedTuple):
     measured: int
     measure_s: float
     cpu_s: float
+    measured_until: float  # time.monotonic() of the last answer: the measured span is the measure_s before it
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,9 @@ class EngineLoadResult:
     measure_s: float
     startup_s: float  # process start to the ready line
     cpu_s: float  # the engine's CPU seconds (user + system, all threads) over the measured span
+    measured_until: float = 0.0  # time.monotonic() of the last answer (the span is the measure_s before it)
     nn_avg_batch: float = 0.0  # NN rows / NN batches from the engine's exit log, whole run (0: not logged)
+    nn_rows: float = 0.0  # NN evaluations over the whole run, warm-up included (the exit log; 0: not logged)
 
     @property
     def cpu_per_query(self) -> float:
@@ -133,7 +136,10 @@ async def run_engine_load(
         await _stop(proc)
         # the engine logs its NN statistics as it exits: read stderr to its end
         await asyncio.wait_for(drain, 10)
-        return EngineLoadResult(startup_s=startup_s, nn_avg_batch=_nn_avg_batch(tail), **counts._asdict())
+        rows, batches = _nn_stats(tail)
+        return EngineLoadResult(
+            startup_s=startup_s, nn_avg_batch=rows / batches if batches else 0.0, nn_rows=rows, **counts._asdict()
+        )
     finally:
         await _stop(proc)
 
@@ -179,16 +185,16 @@ async def _closed_loop(
     end, end_cpu = time.monotonic(), _cpu_seconds(engine)
     measured = answered - concurrency
     span = max(end - warm_at, 1e-9)
-    return _Counts(measured / span, answered, errors, measured, span, end_cpu - warm_cpu)
+    return _Counts(measured / span, answered, errors, measured, span, end_cpu - warm_cpu, end)
 
 
-def _nn_avg_batch(stderr_tail: list[str]) -> float:
+def _nn_stats(stderr_tail: list[str]) -> tuple[float, float]:
+    """(NN rows, NN batches) from the engine's exit log; (0, 0) when it printed none."""
     found: dict[str, str] = {}
     for line in stderr_tail:
         if m := _NN_STAT.search(line):
             found[m.group(1)] = m.group(2)
-    rows, batches = int(found.get("rows", 0)), int(found.get("batches", 0))
-    return rows / batches if batches else 0.0
+    return float(found.get("rows", 0)), float(found.get("batches", 0))
 
 
 def _cpu_seconds(engine: psutil.Process) -> float:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
+from kgbench.track.samples import bracket
+
 __all__ = ["GpuSample", "GpuSampler", "gpu_name", "nvml_absent_reason"]
 
 _MAX_READ_S = 0.05
@@ -128,7 +130,7 @@ class GpuSampler:
 
     def metrics(self, start: float | None = None, end: float | None = None) -> dict[str, float]:
         """Mean utilisation, peak memory, energy (J) and mean power over [start, end] (default: everything)."""
-        inside = [s for s in self.samples if (start is None or s.t >= start) and (end is None or s.t <= end)]
+        inside = bracket(self.samples, start, end)
         if not inside:
             return {}
         out = {
@@ -141,9 +143,12 @@ class GpuSampler:
         energy = [s for s in inside if s.energy_mj is not None]
         if len(energy) >= 2 and energy[-1].t > energy[0].t:
             joules = (energy[-1].energy_mj - energy[0].energy_mj) / 1000.0  # type: ignore[operator]
-            out["gpu_energy_j"] = joules
-            out["gpu_energy_span_s"] = energy[-1].t - energy[0].t
-            out["gpu_power_mean_w"] = joules / out["gpu_energy_span_s"]
+            power = joules / (energy[-1].t - energy[0].t)
+            # the samples bracket the window: the window's energy is the mean power over its own length
+            span = (end - start) if start is not None and end is not None else energy[-1].t - energy[0].t
+            out["gpu_energy_j"] = power * span
+            out["gpu_energy_span_s"] = span
+            out["gpu_power_mean_w"] = power
         return out
 
 

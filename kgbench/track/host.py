@@ -17,6 +17,8 @@ from types import TracebackType
 
 import psutil
 
+from kgbench.track.samples import bracket
+
 __all__ = ["HostSample", "HostSampler"]
 
 _MAX_READ_S = 0.05
@@ -28,7 +30,7 @@ class HostSample:
     busy_s: float  # CPU seconds all cores spent not idle (user, system, irq, steal...) since boot
     steal_s: float
     frontend_s: float  # CPU seconds of the front-end process (kgserve), 0 when there is none
-    engines_s: float  # CPU seconds of its children (the engines), summed
+    engines_s: float  # CPU seconds of its children (the engines; with no front end: this process's children)
     own_s: float  # CPU seconds of this process (the load generator) and its other children
 
 
@@ -95,10 +97,15 @@ class HostSampler:
         times = psutil.cpu_times()
         # guest time is already inside user/nice on Linux: summing every field would count it twice
         busy = sum(getattr(times, name, 0.0) for name in ("user", "nice", "system", "irq", "softirq", "steal"))
-        frontend, engines = _tree_cpu(self._process())
+        front = self._process()
+        frontend, engines = _tree_cpu(front)
         own, own_children = _tree_cpu(self._me)
-        # this process's children include the front end and its engines when it started them: count them once
-        own_rest = own + max(0.0, own_children - frontend - engines)
+        if front is None:
+            # no front end: the engines are this process's own children (the direct transport, an engine's pipe)
+            engines, own_rest = own_children, own
+        else:
+            # this process's children include the front end and its engines when it started them: count them once
+            own_rest = own + max(0.0, own_children - frontend - engines)
         after = time.monotonic()
         if after - before > _MAX_READ_S:
             return None
@@ -117,7 +124,7 @@ class HostSampler:
     def metrics(self, start: float | None = None, end: float | None = None) -> dict[str, float]:
         """Over [start, end]: host_cpu_busy_pct (of all cores), host_cpu_steal_pct, frontend_cpu_cores,
         engine_cpu_cores, loadgen_cpu_cores and other_cpu_cores (busy minus the job's own processes)."""
-        inside = [s for s in self.samples if (start is None or s.t >= start) and (end is None or s.t <= end)]
+        inside = bracket(self.samples, start, end)
         if len(inside) < 2 or inside[-1].t <= inside[0].t:
             return {}
         first, last = inside[0], inside[-1]
