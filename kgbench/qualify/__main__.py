@@ -21,7 +21,8 @@ from pathlib import Path
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.options import SCALES, QualifyOptions, parse_budget
 from kgbench.qualify.workflow import new_budget, qualify
-from kgserve.settings import DEFAULT_CONFIG_PATH, PROJECT_ROOT, ConfigError, load_settings
+from kgserve.paths import PROJECT_ROOT
+from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, load_settings
 
 __all__ = ["main"]
 

@@ -9,16 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgbench.bench.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load
+from kgbench.enginepipe.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load
 from kgbench.load.generator import run_load
 from kgbench.load.traffic import QuerySource, load_games
 from kgbench.load.types import HttpTarget, LoadResult, LoadSettings
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.runner import StepFailed, StepRecord, run_command
-from kgbench.targets.kgserve_process import KgserveProcess, parse_nn_stats
+from kgbench.targets.enginelog import parse_nn_stats
+from kgbench.targets.kgserve_process import KgserveProcess
 from kgbench.track.efficiency import JobFigures, bottleneck, efficiency_metrics
 from kgbench.track.measure import MeasureWatch, headline_window
-from kgserve.settings import PROJECT_ROOT, load_settings
+from kgserve.paths import PROJECT_ROOT
+from kgserve.settings import load_settings
 
 __all__ = ["Serving", "serve_promoted", "stop_serving", "through_kgserve_and_pipe"]
 

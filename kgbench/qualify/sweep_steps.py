@@ -13,6 +13,7 @@ from kgbench.decide import runs as runlib
 from kgbench.decide.selection import choose_winner
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.runner import StepFailed, StepRecord, run_command
+from kgbench.track.schema import BOTTLENECK, BOTTLENECK_FIGURES, BOTTLENECK_KNOB, FAILURE_REASON, HYDRA_OVERRIDES
 from kgbench.track.summary import sweep_table
 
 __all__ = ["engine_benchmark", "promote_best", "user_line", "wide_axes", "wide_sweep"]
@@ -78,7 +79,7 @@ def engine_benchmark(q: Qualification, record: StepRecord) -> str:
         max_results=1,
     )
     if not found or found[0].info.status != "FINISHED":
-        reason = found[0].data.tags.get("kgbench.failure_reason", "") if found else "no run recorded"
+        reason = found[0].data.tags.get(FAILURE_REASON, "") if found else "no run recorded"
         raise StepFailed(f"katago benchmark failed: {reason}")
     run = found[0]
     series: dict[int, dict[str, float]] = {}
@@ -120,9 +121,9 @@ def _sweep_rows(q: Qualification, label_keys: Sequence[str] = ()) -> tuple[Run, 
             value = row.get(column)
             if value is not None and isinstance(value, float) and math.isfinite(value):
                 item[key] = value
-        item["bottleneck"] = run.data.tags.get("bottleneck", "")
-        item["bottleneck_figures"] = run.data.tags.get("kgbench.bottleneck_figures", "")
-        item["knob"] = run.data.tags.get("kgbench.bottleneck_knob", "")
+        item["bottleneck"] = run.data.tags.get(BOTTLENECK, "")
+        item["bottleneck_figures"] = run.data.tags.get(BOTTLENECK_FIGURES, "")
+        item["knob"] = run.data.tags.get(BOTTLENECK_KNOB, "")
         item["reason"] = row.get("reason", "")
         item["cfg"] = {k.removeprefix("katago."): v for k, v in run.data.params.items() if k.startswith("katago.")}
         rows.append(item)
@@ -211,12 +212,12 @@ def promote_best(q: Qualification, record: StepRecord) -> str:
     run = client.get_run(winner.run_id)
     q.best = {
         "run_id": winner.run_id,
-        "label": winner.label or run.data.tags.get("hydra_overrides", ""),
+        "label": winner.label or run.data.tags.get(HYDRA_OVERRIDES, ""),
         "cfg": {k.removeprefix("katago."): v for k, v in run.data.params.items() if k.startswith("katago.")},
         "metrics": dict(run.data.metrics),
-        "bottleneck": run.data.tags.get("bottleneck", ""),
-        "bottleneck_figures": run.data.tags.get("kgbench.bottleneck_figures", ""),
-        "knob": run.data.tags.get("kgbench.bottleneck_knob", ""),
+        "bottleneck": run.data.tags.get(BOTTLENECK, ""),
+        "bottleneck_figures": run.data.tags.get(BOTTLENECK_FIGURES, ""),
+        "knob": run.data.tags.get(BOTTLENECK_KNOB, ""),
         "decision": selection.decision.explanation if selection.decision else "",
     }
     record.data.update(q.best, config=str(q.scratch_dir / "config.yaml"))

@@ -38,6 +38,7 @@ from kgbench.sweep.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP
 from kgbench.sweep.lost_jobs import record_lost_job
 from kgbench.sweep.pbs_cluster import PBSOptions, cluster_kwargs
 from kgbench.track import tracking
+from kgbench.track.schema import BACKEND, HYDRA_OVERRIDES
 from kgserve.settings import ConfigError, load_settings
 
 __all__ = ["PBSLauncher", "run_remote"]
@@ -245,7 +246,7 @@ class PBSLauncher(Launcher):
                 reason=reason,
                 sweep_id=env.get(ENV_SWEEP),
                 parent_run_id=env.get(ENV_PARENT),
-                tags={"backend": str(job.config.get("backend", "")), "hydra_overrides": label},
+                tags={BACKEND: str(job.config.get("backend", "")), HYDRA_OVERRIDES: label},
             )
         except Exception as exc:  # the sweep goes on without this record
             log.error(f"cannot record the failed job in MLflow: {type(exc).__name__}: {exc}")

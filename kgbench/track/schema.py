@@ -21,6 +21,7 @@ __all__ = [
     "COLD_START",
     "FAILURE_REASON",
     "GPU_METRICS_ABSENT",
+    "HYDRA_OVERRIDES",
     "INVALID",
     "INVALID_REASON",
     "JOB_KEY",
@@ -78,6 +79,7 @@ PARENT_RUN = "mlflow.parentRunId"  # MLflow's own: a job's parent (sweep) run
 JOB_KEY = "kgbench.job_key"  # a remote launcher's key for the job (kgbench.sweep.lost_jobs)
 
 # what a job ran
+HYDRA_OVERRIDES = "hydra_overrides"  # the job's overrides, as its run is named
 BACKEND = "backend"
 MODE = "mode"
 SIMULATED = "simulated"  # "true": figures of the simulated engine (kgserve.engine.client.is_simulated)

@@ -10,7 +10,7 @@ import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from kgbench.track.schema import BOTTLENECK, FAILURE_REASON, INVALID_REASON, PARENT_RUN, SYNTHETIC_NET
+from kgbench.track.schema import BOTTLENECK, FAILURE_REASON, HYDRA_OVERRIDES, INVALID_REASON, PARENT_RUN, SYNTHETIC_NET
 
 __all__ = ["COLUMNS", "child_runs", "format_table", "overheads", "sweep_table"]
 
@@ -58,7 +58,7 @@ def sweep_table(runs: list[Run]) -> pd.DataFrame:
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
         row: dict[str, Any] = {
-            "job": tags.get("hydra_overrides", run.info.run_name or run.info.run_id),
+            "job": tags.get(HYDRA_OVERRIDES, run.info.run_name or run.info.run_id),
             "status": run.info.status,
         }
         for column, key in COLUMNS:

@@ -29,6 +29,7 @@ from kgbench.track.mlflow_ui import label_experiment
 from kgbench.track.plots import write_plots
 from kgbench.track.schema import (
     FAILURE_REASON,
+    HYDRA_OVERRIDES,
     INVALID,
     INVALID_REASON,
     LADDER_STOP,
@@ -131,7 +132,7 @@ def create_sweep_run(client: MlflowClient, experiment: str, sweep_id: str, overr
         tags={
             ROLE: ROLE_SWEEP,
             SWEEP_ID: sweep_id,
-            "hydra_overrides": overrides,
+            HYDRA_OVERRIDES: overrides,
             "host": host_name(),
             "git_commit": git_commit(),
         },
