@@ -64,26 +64,23 @@ class Engine:
         self.model: str | None = None
         self.git_hash: str | None = None
         self.start_s: float | None = None  # spawn -> ready line, seconds
-        self.router = Router(
-            self,
-            self._write,
-            label=spec.label,
-            default_visits=spec.default_visits,
-            abort_timeout_s=spec.abort_timeout_s,
-        )
         self.process = EngineProcess(
             list(spec.argv),
             label=spec.label,
-            on_line=self.router.route,
             on_exit=self._on_exit,
             cwd=spec.cwd,
             env=spec.env,
             stderr_tail_lines=spec.stderr_tail_lines,
             stderr_sink=spec.stderr_sink,
         )
-
-    def _write(self, line: bytes) -> None:
-        self.process.write(line)
+        self.router = Router(
+            self,
+            self.process.write,
+            label=spec.label,
+            default_visits=spec.default_visits,
+            abort_timeout_s=spec.abort_timeout_s,
+        )
+        self.process.on_line = self.router.route  # stdout lines straight to the router
 
     # -- what the pool and /readyz read --------------------------------------------------------------------
     @property

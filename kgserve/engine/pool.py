@@ -150,7 +150,11 @@ class EnginePool:
     # -- queries -------------------------------------------------------------------------------------------
     @property
     def ready_engines(self) -> list[Engine]:
-        return [engine for slot in self._slots if (engine := slot.ready_engine) is not None]
+        return [
+            slot.engine
+            for slot in self._slots
+            if slot.state == "ready" and slot.engine is not None and slot.engine.state == "ready"
+        ]
 
     @property
     def ready_count(self) -> int:
@@ -167,6 +171,8 @@ class EnginePool:
         engines = self.ready_engines
         if not engines:
             raise NoEngineReady(self._reason())
+        if len(engines) == 1:  # one engine (the common case): nothing to choose
+            return engines[0].submit(query)
         engine = min(engines, key=lambda item: (item.outstanding_visits, item.pending, item.index))
         return engine.submit(query)
 

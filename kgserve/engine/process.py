@@ -1,8 +1,8 @@
 """One engine subprocess as the operating system sees it: spawn, stdin, stdout and stderr lines, exit, signals.
 
 Nothing of KataGo's protocol here but its ready line: `EngineProcess` hands every stdout line (without its
-newline) to `on_line`, keeps the last stderr lines, notes when KataGo's ready line went by, and calls
-`on_exit(code)` once the process has exited and its pipes are drained.
+newline) to `on_line` (set before `spawn`), keeps the last stderr lines, notes when KataGo's ready line went by,
+and calls `on_exit(code)` once the process has exited and its pipes are drained.
 
 - Spawned with 32 MiB stream limits (KataGo's biggest lines are far over asyncio's 64 KiB default), in its own
   session, with the parent-death signal SIGKILL (kgserve.engine.procutil): it cannot outlive kgserve.
@@ -45,6 +45,10 @@ def stderr_line(label: str, text: str) -> str:
     return f"{label} stderr: {text}"
 
 
+def _drop(line: bytes) -> None:
+    log.warning("an engine stdout line before anyone takes them: %s", line[:300].decode("utf-8", "replace"))
+
+
 class EngineProcess:
     """The subprocess of one engine. Not thread-safe: use it from one event loop."""
 
@@ -53,7 +57,6 @@ class EngineProcess:
         argv: list[str],
         *,
         label: str,
-        on_line: Callable[[bytes], None],
         on_exit: Callable[[int], None],
         cwd: Path | None = None,
         env: Mapping[str, str] | None = None,
@@ -70,7 +73,7 @@ class EngineProcess:
         self.stderr_tail: deque[str] = deque(maxlen=stderr_tail_lines)
         self.ready = asyncio.Event()  # KataGo's ready line went by on stderr
         self.exited = asyncio.Event()  # set after on_exit has run
-        self._on_line = on_line
+        self.on_line: Callable[[bytes], None] = _drop  # who takes the stdout lines (the engine's router)
         self._on_exit = on_exit
         self._proc: asyncio.subprocess.Process | None = None
         self._out = bytearray()  # what is to go to stdin at the end of this event-loop turn
@@ -175,7 +178,7 @@ class EngineProcess:
     async def _read_stdout(self) -> None:
         assert self._proc is not None and self._proc.stdout is not None
         stdout = self._proc.stdout
-        on_line = self._on_line
+        on_line = self.on_line
         while True:
             try:
                 line = await stdout.readline()

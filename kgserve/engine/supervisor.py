@@ -43,11 +43,6 @@ class Slot:
     first_attempt: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
-    @property
-    def ready_engine(self) -> Engine | None:
-        engine = self.engine
-        return engine if self.state == "ready" and engine is not None and engine.state == "ready" else None
-
     def retire(self, engine: Engine, error: str, tail: list[str]) -> None:
         """The engine is done: keep why, its last stderr lines, and its counters in the slot's totals."""
         self.last_error = error

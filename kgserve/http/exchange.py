@@ -136,7 +136,8 @@ class Exchange:
         self.outbox = Outbox(
             send, plan.buffer_limit, whole=scope.get("http_version") == "1.0", hold=writes_holder(scope)
         )
-        events = self.events = EventChannel[Event]()
+        events: EventChannel[Event] = EventChannel()  # not EventChannel[Event](): typing's call costs µs
+        self.events = events
         # closures over the channel, never over self: a request's objects must go by reference counting
         self.outbox.on_failed = lambda: events.put_nowait(("sent", -1, None))
         self._gone = lambda: events.put_nowait(("disconnect", -1, None))  # the client left
@@ -183,7 +184,8 @@ class Exchange:
             watcher = asyncio.create_task(_watch_disconnect(self.receive, self.events))
         try:
             self._submit_all()
-            self._later(self.plan.deadline_s, "deadline")
+            loop = asyncio.get_running_loop()
+            self._timers.append(loop.call_later(self.plan.deadline_s, self.events.put_nowait, ("deadline", -1, None)))
             await self._serve_events()
             self._release()
             if not self.gone:
@@ -200,9 +202,6 @@ class Exchange:
                 watcher.cancel()
             self._settle()
             self.state["outcome"] = self._outcome()
-
-    def _later(self, seconds: float, kind: str) -> None:
-        self._timers.append(asyncio.get_running_loop().call_later(seconds, self.events.put_nowait, (kind, -1, None)))
 
     def _submit_all(self) -> None:
         for index, query in enumerate(self.plan.queries):
@@ -268,7 +267,10 @@ class Exchange:
             self.cut_notes = cut
         for index in cut:
             self._abort(index)
-        self._later(self.plan.terminate_grace_s, "stuck")
+        stuck = ("stuck", -1, None)
+        self._timers.append(
+            asyncio.get_running_loop().call_later(self.plan.terminate_grace_s, self.events.put_nowait, stuck)
+        )
 
     def _abort(self, index: int) -> None:
         stream = self.streams.get(index)

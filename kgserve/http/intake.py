@@ -8,7 +8,6 @@ dependency layer; kgserve.app puts it in front of the FastAPI app's own stack), 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from starlette.responses import JSONResponse, Response
@@ -58,16 +57,8 @@ def _headers(scope: Scope) -> tuple[bytes | None, bytes | None, bytes | None]:
     return length, deadline, klass
 
 
-@dataclass(slots=True)
-class _Admitted:
-    """A body's lines after the per-query checks."""
-
-    queries: list[Query]
-    rejections: list[bytes]
-    clamped: bool
-
-
-def _check_lines(lines: list[bytes], ctx: ServeContext, klass: PriorityClass) -> _Admitted:
+def _check_lines(lines: list[bytes], ctx: ServeContext, klass: PriorityClass) -> tuple[list[Query], list[bytes], bool]:
+    """A body's lines after the per-query checks: (queries to run, rejection lines, whether any was clamped)."""
     limits = ctx.settings.limits
     with_classes = bool(ctx.settings.priority.classes)
     queries: list[Query] = []
@@ -83,7 +74,7 @@ def _check_lines(lines: list[bytes], ctx: ServeContext, klass: PriorityClass) ->
             clamped = clamped or checked.clamped
         else:
             rejections.append(checked.error_line)
-    return _Admitted(queries, rejections, clamped)
+    return queries, rejections, clamped
 
 
 class _Refused(Exception):
@@ -135,14 +126,14 @@ async def handle_analysis(scope: Scope, receive: Receive, ctx: ServeContext) -> 
     except _Refused as refused:
         return refused.response
     limits = ctx.settings.limits
-    admitted = _check_lines(lines, ctx, klass)
-    _note(state, queries=len(admitted.queries), rejected=len(admitted.rejections), priority_class=klass)
-    headers = {"x-visits-clamped": str(limits.max_visits)} if admitted.clamped else {}
-    if not admitted.queries:
-        return plain_ndjson(400 if admitted.rejections else 200, admitted.rejections, headers)
+    queries, rejections, clamped = _check_lines(lines, ctx, klass)
+    _note(state, queries=len(queries), rejected=len(rejections), priority_class=klass)
+    headers = {"x-visits-clamped": str(limits.max_visits)} if clamped else {}
+    if not queries:
+        return plain_ndjson(400 if rejections else 200, rejections, headers)
     if ctx.pool is None:
         return refusal(503, "kgserve: the engine pool is not running", {"retry-after": str(RETRY_AFTER_S)})
-    if not ctx.admission.try_acquire(len(admitted.queries)):
+    if not ctx.admission.try_acquire(len(queries)):
         return refusal(
             429,
             f"kgserve: over the limit of {ctx.admission.max_inflight} queries in flight "
@@ -152,8 +143,8 @@ async def handle_analysis(scope: Scope, receive: Receive, ctx: ServeContext) -> 
     return AnalysisResponse(
         pool=ctx.pool,
         admission=ctx.admission,
-        queries=admitted.queries,
-        rejections=admitted.rejections,
+        queries=queries,
+        rejections=rejections,
         deadline_s=deadline_s,
         state=state,
         headers=headers,
