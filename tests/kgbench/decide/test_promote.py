@@ -251,9 +251,7 @@ def test_a_synthetic_nets_winner_never_reaches_the_tracked_runtime(
     """A sweep of a synthetic net (random weights) measures throughput only: promote passes it over unless told it is
     a throughput test, and then writes a scratch runtime with engine.throughput_test set, even with --config."""
     store.sweep("syn")
-    winner = store.job(
-        "syn", "syn", metrics={**OK, "req_per_s": 18.5, "p99_ms": 900}, tags={"synthetic_net": "true"}
-    )
+    winner = store.job("syn", "syn", metrics={**OK, "req_per_s": 18.5, "p99_ms": 900}, tags={"synthetic_net": "true"})
     config_before = config_path.read_text()
     assert _main(store, config_path) == 1
     captured = capsys.readouterr()
