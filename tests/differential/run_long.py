@@ -10,7 +10,6 @@ differences in full; exits 1 when any case differs, 2 when the variables are uns
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -45,7 +44,10 @@ def coverage(report: Report) -> str:
     case of a run without differences): how often the -1 entries of a policy had something to show."""
     counts: Counter[str] = Counter()
     for case in report.cases:
-        for req in parse_query(json.loads(case.line), Defaults(), lambda line: None):
+        query = case.query()
+        if query is None or not isinstance(query.get("id"), str) or isinstance(query.get("action"), str):
+            continue
+        for req in parse_query(query, Defaults(), lambda line: None):
             board, player = req.board, req.to_move
             counts["analysed positions"] += 1
             free = {loc for loc in req.illegal if board.stones[loc] == EMPTY and loc != board.ko_loc}
