@@ -40,6 +40,8 @@ _SHORT_ESCAPES = {0x08: "\\b", 0x09: "\\t", 0x0A: "\\n", 0x0C: "\\f", 0x0D: "\\r
 _ESCAPED = {ord('"'): '"', ord("\\"): "\\", ord("/"): "/", ord("b"): "\b", ord("f"): "\f", ord("n"): "\n"}
 _ESCAPED.update({ord("r"): "\r", ord("t"): "\t"})
 _WS = re.compile(rb"[ \t\n\r]*")
+_WS_BYTES = frozenset(b" \t\n\r")
+_OPENING_RUN = re.compile(rb"\[*")
 _PLAIN = re.compile(rb'[^"\\\x00-\x1f\x80-\xff]*')  # string bytes that need no attention
 _HEX = b"0123456789abcdefABCDEF"
 _DIGITS = re.compile(rb"[0-9]*")
@@ -99,6 +101,19 @@ class _Lexer:
         self.pos += 1
         return self.data[self.pos - 1] if self.pos <= self.end else _EOF
 
+    def opening_run(self) -> int:
+        """Read the '[' bytes right at the current position; how many."""
+        start = self.pos
+        self.pos = _OPENING_RUN.match(self.data, start).end()  # type: ignore[union-attr]
+        return self.pos - start
+
+    def take(self, char: int) -> bool:
+        """Read `char` when it is right at the current position."""
+        if self.pos < self.end and self.data[self.pos] == char:
+            self.pos += 1
+            return True
+        return False
+
     def token_string(self) -> str:
         text = self.data[self.token_start : min(self.pos, self.end)].decode("utf-8", errors="replace")
         return "".join(f"<U+{ord(c):04X}>" if ord(c) <= 0x1F else c for c in text)
@@ -118,10 +133,14 @@ class _Lexer:
             self.pos = 1
             if not (self.get() == 0xBB and self.get() == 0xBF):
                 return self.fail("invalid BOM; must be 0xEF 0xBB 0xBF if given")
-        self.pos = _WS.match(self.data, self.pos).end()  # type: ignore[union-attr]
-        char = self.get()
-        if char in _STRUCTURAL:
-            return _STRUCTURAL[char]
+        pos = self.pos
+        if pos < self.end and self.data[pos] in _WS_BYTES:
+            pos = _WS.match(self.data, pos).end()  # type: ignore[union-attr]
+        self.pos = pos + 1
+        char = self.data[pos] if pos < self.end else _EOF
+        structural = _STRUCTURAL.get(char)
+        if structural is not None:
+            return structural
         if char == 0x22:
             return self._string()
         if char == 0x2D or 0x30 <= char <= 0x39:
@@ -287,6 +306,8 @@ class _Parser:
                     stack.append((obj, self._key(obj)))
                     continue
             elif token == "'['":
+                # a run of '[' right after it (the shape of a deeply nested line): no scan per bracket
+                stack += [([], None) for _ in range(self.lexer.opening_run())]
                 if self.next() == "']'":
                     value = []
                 else:
@@ -310,7 +331,9 @@ class _Parser:
                 container, key = stack[-1]
                 if key is None:
                     container.append(value)
-                    if self.next() == "','":
+                    if self.lexer.take(0x5D):  # a ']' right after the value
+                        self.last = "']'"
+                    elif self.next() == "','":
                         self.next()
                         break
                     if self.last != "']'":
@@ -415,31 +438,39 @@ def _scalar_text(value: Any) -> str:
 def dump(value: Any, default: Any = None) -> str:
     """`json::dump()`: compact, keys sorted, UTF-8 kept. `default(obj)` turns other objects into JSON values."""
     out: list[str] = []
-    # work items: a value to write, or a literal text (a separator, a closing bracket)
+    emit = out.append
+    # work items: a value to write, or a _Text to copy (a separator, a closing bracket, a key)
     work: list[Any] = [value]
+    pop, push = work.pop, work.append
     while work:
-        item = work.pop()
-        if isinstance(item, _Text):
-            out.append(item.text)
-            continue
-        if default is not None and not isinstance(item, dict | list | str | int | float | type(None)):
-            item = default(item)
-        if isinstance(item, dict):
-            out.append("{")
-            work.append(_CLOSE_OBJECT)
+        item = pop()
+        kind = type(item)
+        if kind is _Text:
+            emit(item.text)
+        elif kind is list or kind is tuple:
+            if not item:
+                emit("[]")
+                continue
+            emit("[")
+            push(_CLOSE_ARRAY)
+            for index in range(len(item) - 1, 0, -1):
+                push(item[index])
+                push(_COMMA)
+            push(item[0])
+        elif kind is dict:
+            if not item:
+                emit("{}")
+                continue
+            emit("{")
+            push(_CLOSE_OBJECT)
             keys = sorted(item)
             for index in range(len(keys) - 1, -1, -1):
-                work.append(item[keys[index]])
-                work.append(_Text(("," if index else "") + encode_basestring(keys[index]) + ":"))
-        elif isinstance(item, list | tuple):
-            out.append("[")
-            work.append(_CLOSE_ARRAY)
-            for index in range(len(item) - 1, -1, -1):
-                work.append(item[index])
-                if index:
-                    work.append(_COMMA)
+                push(item[keys[index]])
+                push(_Text(("," if index else "") + encode_basestring(keys[index]) + ":"))
+        elif default is not None and not isinstance(item, str | int | float | type(None) | dict | list):
+            push(default(item))
         else:
-            out.append(_scalar_text(item))
+            emit(_scalar_text(item))
     return "".join(out)
 
 
