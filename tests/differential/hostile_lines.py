@@ -60,6 +60,7 @@ LINES: list[bytes] = [
     b"tru\x00e",
     b"[1]\x00junk",
     _query("nul-ends-the-query") + b"\x00junk\xff",
+    _query("rules-json-nul-ends").replace(b'"chinese"', b'"{\\"ko\\":\\"SIMPLE\\",\\"komi\\":6.5}\\u0000 junk"'),
     # numbers past int64/uint64, doubles near 10^15
     b"[18446744073709551616]",
     b"[18446744073709551615,-9223372036854775809,1e20,1.0,123456789012345678901234567890,1e15,1.5e15,1e16,1e-5,-0.0]",

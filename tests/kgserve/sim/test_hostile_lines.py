@@ -13,7 +13,8 @@ from tests.conftest import SIM_MODEL
 from tests.differential.hostile_lines import ANSWERS, LINES, answers_without_analysis
 from tests.kgserve.sim.conftest import run_lines, write_cfg
 
-ANALYSED = {"nul-ends-the-query", "priority-uint64-wraps", "priorities-4e18", "deep-unknown-field", "still-answering"}
+ANALYSED = {"nul-ends-the-query", "rules-json-nul-ends", "priority-uint64-wraps", "priorities-4e18"}
+ANALYSED |= {"deep-unknown-field", "still-answering"}
 
 
 def test_hostile_lines_get_katagos_recorded_answers(tmp_path: Path) -> None:
