@@ -18,6 +18,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from kgserve.katago._nlohmann import nlohmann_int
 from kgserve.katago.protocol import KNOWN_ACTIONS, Query, classify_line, dump_compact
 from kgserve.sim.queries import Defaults, Request, error_for, parse_query
 from kgserve.sim.responses import no_results, render_analysis
@@ -272,7 +273,7 @@ class Engine:
                 if not isinstance(value, list) or not all(type(v) in (int, float, bool) for v in value):
                     self.emit(error_for(caller_id, "turnNumbers", TURNS_ERROR))
                     return
-                turns = {int(v) for v in value}
+                turns = {nlohmann_int(v) for v in value}  # get<vector<int>>: C++ casts
             self._terminate(target_id if action == "terminate" else None, turns, body)
 
     def _terminate(self, target_id: str | None, turns: set[int] | None, body: dict[str, Any]) -> None:
