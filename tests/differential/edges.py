@@ -15,6 +15,8 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from kgserve.katago._nlohmann import nlohmann_int64
+
 __all__ = ["human_settings", "number_echo", "number_fields"]
 
 BIG_INTS = [
@@ -26,6 +28,8 @@ EDGE_FLOATS = [
     -1e30, 1.5, -2.9, 0.0, -0.0, 1e-5, 0.0001, 5e-324, 1.7976931348623157e308,
 ]  # fmt: skip
 NUMBERS = BIG_INTS + EDGE_FLOATS
+# for maxVisits: none that KataGo would search with (2^31 visits would outlast the run)
+NOT_VISITS = [n for n in NUMBERS if not (type(n) is int and 1 <= nlohmann_int64(n) <= 2**50)]
 PROFILES_VALID = [
     "rank_9d", "rank_1d", "rank_1k", "rank_20k", "rank_3d_5k", "rank_20k_9d", "preaz_5k", "preaz_2d_1k",
     "proyear_1800", "proyear_2000", "proyear_2023", "proyear_ 2001", "proyear_+2002", "proyear_02003",
@@ -61,6 +65,7 @@ def number_fields(rng: random.Random, body: dict[str, Any], turns: int) -> None:
         elif field == "overrideSettings":
             key = rng.choice(["maxVisits", "cpuctExploration", "numSearchThreads", "fooBar", "wideRootNoise"])
             value = _number(rng) if rng.random() < 0.8 else [_number(rng), {"b": _number(rng), "a": 1}]
+            value = rng.choice(NOT_VISITS) if key == "maxVisits" and type(value) is int else value
             body["overrideSettings"] = {key: value}
         elif field == "unknown":
             body["bigNumber"] = _number(rng)
@@ -72,7 +77,7 @@ def number_fields(rng: random.Random, body: dict[str, Any], turns: int) -> None:
             body["priority"] = _number(rng)
             body.pop("priorities", None)
         else:
-            body[field] = _number(rng)
+            body[field] = rng.choice(NOT_VISITS) if field == "maxVisits" else _number(rng)
 
 
 def number_echo(rng: random.Random, case_id: str) -> dict[str, Any]:

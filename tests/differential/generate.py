@@ -31,6 +31,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from kgserve.katago._nlohmann import NlohmannError
+from kgserve.katago._nlohmann import loads as nlohmann_loads
 from tests.differential.edges import human_settings, number_echo, number_fields
 from tests.differential.fields import FIELD_MAKERS, UNKNOWN_FIELDS, location_text, rules_value
 from tests.differential.games import Game, random_game
@@ -64,10 +66,10 @@ class Case:
     line: str  # bytes that are not UTF-8 (`lines` only) as surrogate escapes: encode with "surrogateescape"
 
     def query(self) -> dict[str, Any] | None:
-        """The request as an object, when the line is one (not for most `lines` cases)."""
-        try:
-            value = json.loads(self.line)
-        except (ValueError, RecursionError):  # not JSON for Python, or nested past its recursion limit
+        """The request as KataGo reads it, when the line is an object (not for most `lines` cases)."""
+        try:  # as KataGo reads it
+            value = nlohmann_loads(self.line.encode("utf-8", errors="surrogateescape"))
+        except NlohmannError:
             return None
         return value if isinstance(value, dict) else None
 
@@ -211,9 +213,10 @@ def _body(category: str, case_id: str, rng: random.Random) -> dict[str, Any]:
     return _unknown(case_id, rng)
 
 
-def generate(seed: int, count: int) -> list[Case]:
+def generate(seed: int, count: int, only: tuple[str, ...] = ()) -> list[Case]:
+    """`count` seeded cases; `only`: from these categories alone (their weights kept)."""
     rng = random.Random(seed)
-    names, weights = zip(*CATEGORIES.items(), strict=True)
+    names, weights = zip(*[(name, w) for name, w in CATEGORIES.items() if not only or name in only], strict=True)
     cases = []
     for n in range(count):
         category = rng.choices(names, weights)[0]

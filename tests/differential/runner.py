@@ -100,8 +100,10 @@ def _compare(report: Report, outputs: dict[str, list[str]]) -> None:
             report.diffs[f"(no case) {other}"] = found
 
 
-def run_differential(seed: int, count: int, binary: str, model: str, timeout_s: float = 1800.0) -> Report:
-    cases = generate(seed, count)
+def run_differential(
+    seed: int, count: int, binary: str, model: str, timeout_s: float = 1800.0, only: tuple[str, ...] = ()
+) -> Report:
+    cases = generate(seed, count, only)
     lines = [text for index, case in enumerate(cases) for text in (case.line, _marker(index))]
     outputs: dict[str, list[str]] = {}
     errors: list[BaseException] = []
