@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring as _encode_string
 from typing import Any, Literal
 
-from kgserve.katago._nlohmann import NlohmannError, dump, nlohmann_error, nlohmann_int, python_decode
+from kgserve.katago._nlohmann import NlohmannError, nlohmann_error, nlohmann_int, python_decode
 from kgserve.katago._nlohmann import parse as nlohmann_parse
+from kgserve.katago._nlohmann_dump import dump
 
 __all__ = [
     "ANALYSIS_ONLY_ERROR",

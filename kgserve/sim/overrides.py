@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kgserve.katago._nlohmann import dump
+from kgserve.katago._nlohmann_dump import dump
 from kgserve.katago.rules import WHITESPACE, ascii_lower, float32
 from kgserve.sim.board import parse_player
 

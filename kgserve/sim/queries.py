@@ -17,7 +17,7 @@ from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, pars
 from kgserve.sim.history import Replay
 from kgserve.sim.overrides import OverrideError, apply_overrides, human_sl_unused
 
-__all__ = ["Defaults", "Request", "error_for", "parse_query", "warning_for"]
+__all__ = ["Defaults", "Request", "Search", "error_for", "parse_query", "warning_for"]
 
 BOARD_SIZE_ERROR = "Must provide an integer from 2 to 19"
 MOVES_SHAPE_ERROR = 'Must be an array of pairs of the form: ["b" or "w", GTP board vertex]'
@@ -90,19 +90,27 @@ class Defaults:
 
 
 @dataclass
-class Request:
-    id: str
-    turn: int
-    board: Board
-    to_move: int
-    rules: str
-    komi: float
+class Search:
+    """What a query sets for its searches (analysis.cpp reads these fields after the position and the rules)."""
+
     max_visits: int
     pv_len: int
     flags: dict[str, bool]
     report_every: float | None
     first_report: float | None
     priority: int
+
+
+@dataclass
+class Request(Search):
+    """One analysed turn: the query's search settings (its priority for this turn), the position, who plays."""
+
+    id: str
+    turn: int
+    board: Board
+    to_move: int
+    rules: str
+    komi: float
     allowed: frozenset[int] | None  # for the player to move
     avoided: frozenset[int]
     illegal: frozenset[int] = frozenset()  # points the player to move may not play
@@ -209,18 +217,6 @@ def parse_query(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], 
     except _Fail as fail:
         emit(error_for(caller_id, fail.field, fail.message))
         return []
-
-
-@dataclass
-class _Search:
-    """What a query sets for its searches (analysis.cpp reads these fields after the position and the rules)."""
-
-    max_visits: int
-    pv_len: int
-    flags: dict[str, bool]
-    report_every: float | None
-    first_report: float | None
-    priority: int
 
 
 def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None], caller_id: str) -> list[Request]:
@@ -336,7 +332,7 @@ def _override_settings(body: dict[str, Any], defaults: Defaults, emit: Callable[
     return overridden.max_visits if overridden.max_visits is not None else defaults.max_visits
 
 
-def _search(body: dict[str, Any], defaults: Defaults, max_visits: int) -> _Search:
+def _search(body: dict[str, Any], defaults: Defaults, max_visits: int) -> Search:
     if "maxVisits" in body:
         max_visits = _integer(body, "maxVisits", 1, 1 << 50, "Must be an integer from 1 to 2^50")
     pv_len = defaults.pv_len
@@ -365,7 +361,7 @@ def _search(body: dict[str, Any], defaults: Defaults, max_visits: int) -> _Searc
             raise _Fail("priority", "Cannot specify both priority and priorities")
         message = "Must be a number between -2^62 and 2^62"
         priority = _integer(body, "priority", -PRIORITY_LIMIT, PRIORITY_LIMIT, message)
-    return _Search(max_visits, pv_len, flags, report_every, first_report, priority)
+    return Search(max_visits, pv_len, flags, report_every, first_report, priority)
 
 
 def _replay(
@@ -374,7 +370,7 @@ def _replay(
     history: list[tuple[int, int]],
     should: list[bool],
     priorities: dict[int, int],
-    search: _Search,
+    search: Search,
     allow_avoid: dict[int, tuple[frozenset[int] | None, frozenset[int]]],
 ) -> list[Request]:
     """Replay the moves; one search request per analysed turn. An illegal move ends the query."""
@@ -384,24 +380,19 @@ def _replay(
         if should[turn]:
             to_move = replay.to_move
             allowed, avoided = allow_avoid.get(to_move, (None, frozenset()))
-            priority = priorities.get(turn, search.priority)
+            settings = replace(search, priority=priorities.get(turn, search.priority))
             requests.append(
                 Request(
-                    caller_id,
-                    turn,
-                    board.copy(),
-                    to_move,
-                    str(rules),
-                    rules.komi,
-                    search.max_visits,
-                    search.pv_len,
-                    search.flags,
-                    search.report_every,
-                    search.first_report,
-                    priority,
-                    allowed,
-                    avoided,
-                    replay.illegal_points(),
+                    **vars(settings),
+                    id=caller_id,
+                    turn=turn,
+                    board=board.copy(),
+                    to_move=to_move,
+                    rules=str(rules),
+                    komi=rules.komi,
+                    allowed=allowed,
+                    avoided=avoided,
+                    illegal=replay.illegal_points(),
                 )
             )
         if turn == len(history):

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kgserve.katago._nlohmann import NlohmannError, dump, loads, nlohmann_int, nlohmann_int64, parse
+from kgserve.katago._nlohmann import NlohmannError, loads, nlohmann_int, nlohmann_int64, parse
+from kgserve.katago._nlohmann_dump import dump
 
 
 @pytest.mark.parametrize(
