@@ -136,6 +136,8 @@ def _execute(cfg: DictConfig, ctx: JobContext, run: tracking.JobRun, progress: J
         progress.stage(f"warning: {warning}")
     if prepared.rendered.warnings:
         run.set_tags({WARNINGS: " | ".join(prepared.rendered.warnings)})
+    if section(cfg, "engine").get("model"):  # engine.model=katrain or synthetic:ARCH: say which file that is
+        progress.stage(f"model: {prepared.settings.engine.model_for(prepared.backend)}")
     check_engine_files(prepared)
     if prepared.mode == "engine":
         return modes.engine_mode(cfg, prepared, ctx.job_dir, run, progress)

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
+from kgbench.sweep.engine_choice import apply_engine_choice
 from kgbench.sweep.render import Rendered, render_cfg
 from kgserve.katago.netfile import is_synthetic_model
 from kgserve.preflight import startup_problems
@@ -76,7 +77,7 @@ def prepare(cfg: DictConfig, job_dir: Path, label: str = "") -> Prepared:
         raise JobFailure(f"engines={engines} must be a positive integer")
     backend = str(cfg.backend)
     runtime = Path(str(cfg.runtime_config)) if cfg.get("runtime_config") else DEFAULT_CONFIG_PATH
-    settings = load_settings(runtime).with_overrides(backend=backend)
+    settings = apply_engine_choice(load_settings(runtime).with_overrides(backend=backend), section(cfg, "engine"))
     rendered = render_cfg(
         cfg,
         home_data_dir=settings.engine.home_data_dir,
