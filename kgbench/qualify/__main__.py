@@ -20,7 +20,8 @@ from pathlib import Path
 
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.options import SCALES, QualifyOptions, parse_budget
-from kgbench.qualify.workflow import new_budget, qualify
+from kgbench.qualify.runner import Budget
+from kgbench.qualify.workflow import qualify
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, load_settings
 
@@ -84,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: the results folder {options.out} is not empty (--out)", file=sys.stderr)
         return 2
     options.out.mkdir(parents=True, exist_ok=True)
-    q = Qualification(options, new_budget(options.budget_s))
+    q = Qualification(options, Budget(options.budget_s))
     status = qualify(q)
     print(f"report: {options.out / 'report.md'}")
     return status

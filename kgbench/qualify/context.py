@@ -13,6 +13,7 @@ import yaml
 from kgbench.nets import NetDescription
 from kgbench.qualify.options import QualifyOptions
 from kgbench.qualify.runner import Budget, StepRecord
+from kgbench.targets.kgserve_process import KgserveProcess
 from kgbench.track.gemm import GemmRate
 from kgserve.settings import load_settings
 
@@ -31,6 +32,7 @@ class Qualification:
     backends: list[str] = field(default_factory=list)  # the line's backends that can run here
     skipped_backends: dict[str, str] = field(default_factory=dict)  # backend -> why its jobs are skipped
     best: dict[str, Any] | None = None  # the promoted run's cfg keys and figures
+    serving: KgserveProcess | None = None  # the kgserve the serve step started, kept for the pipe step
     serving_url: str | None = None
     facts: dict[str, Any] = field(default_factory=dict)
 

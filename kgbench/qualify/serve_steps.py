@@ -5,8 +5,6 @@ load and the bulk `maxVisits 1` policy load, each with its efficiency and bottle
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from kgbench.enginepipe.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load
@@ -22,19 +20,10 @@ from kgbench.track.measure import MeasureWatch, headline_spans, over_spans
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import load_settings
 
-__all__ = ["Serving", "serve_promoted", "stop_serving", "through_kgserve_and_pipe"]
+__all__ = ["serve_promoted", "stop_serving", "through_kgserve_and_pipe"]
 
 POLICY_FIELDS = {"includePolicy": True, "includeOwnership": True}
 SAMPLE = "lategame_19x19"
-
-
-@dataclass
-class Serving:
-    process: KgserveProcess
-    config: Path
-
-
-_serving: dict[str, Serving] = {}  # the one kgserve a qualification keeps between its serve and pipe steps
 
 
 def serve_promoted(q: Qualification, record: StepRecord) -> str:
@@ -44,7 +33,7 @@ def serve_promoted(q: Qualification, record: StepRecord) -> str:
     settings = load_settings(config)
     process = KgserveProcess(config, q.out / "steps" / "kgserve.log", q.env())
     process.start()
-    _serving[str(q.out)] = Serving(process, config)
+    q.serving = process  # kept up for the pipe step; stop_serving ends it whatever happens
     startup = settings.engine.backend_settings().startup_timeout_s + 60
     process.wait_listening(min(startup, q.budget.share(0.1, 60)))
     start_s, ready = process.wait_ready(min(startup, q.budget.share(0.1, 60)))
@@ -69,11 +58,11 @@ def serve_promoted(q: Qualification, record: StepRecord) -> str:
 
 def stop_serving(q: Qualification) -> dict[str, float]:
     """Stops the qualification's kgserve (if any); its engines' NN statistics from the log."""
-    serving = _serving.pop(str(q.out), None)
-    if serving is None:
+    process, q.serving = q.serving, None
+    if process is None:
         return {}
-    serving.process.stop(30.0)
-    return parse_nn_stats(serving.process.text())
+    process.stop(30.0)
+    return parse_nn_stats(process.text())
 
 
 def _settings(q: Qualification, visits: int, concurrency: int, fields: dict[str, Any] | None = None) -> LoadSettings:
@@ -99,9 +88,10 @@ def _figures(q: Qualification, gpu: dict[str, float], host: dict[str, float], **
 
 
 async def _through_kgserve(q: Qualification, url: str, load: LoadSettings) -> dict[str, Any]:
-    serving = _serving[str(q.out)]
+    process = q.serving
+    assert process is not None
     queries = QuerySource(load_games(), seed=11)
-    with MeasureWatch(lambda: serving.process.proc.pid if serving.process.proc else None) as watch:
+    with MeasureWatch(lambda: process.proc.pid if process.proc else None) as watch:
         result: LoadResult = await run_load(HttpTarget(url), load, queries, None)
     head = result.headline()
     spans, successes = headline_spans(result)
@@ -162,7 +152,7 @@ async def _engine_alone(
 def through_kgserve_and_pipe(q: Qualification, record: StepRecord) -> str:
     """At the promoted cfg: the kgserve from the serve step under the 100-visit and the policy load, then (kgserve
     stopped, the GPU free) the same engine cfg over its own stdin pipe under the same two loads."""
-    if q.best is None or q.serving_url is None or str(q.out) not in _serving:
+    if q.best is None or q.serving_url is None or q.serving is None:
         raise StepFailed("no promoted cfg is being served")
     scale = q.options.scale
     analysis = int(q.best["cfg"].get("numAnalysisThreads", 8))

@@ -6,7 +6,7 @@ from functools import partial
 
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.report import write_report
-from kgbench.qualify.runner import Budget, StepRecord, run_step
+from kgbench.qualify.runner import StepRecord, run_step
 from kgbench.qualify.serve_steps import serve_promoted, stop_serving, through_kgserve_and_pipe
 from kgbench.qualify.setup_steps import check_build, describe_node, measure_gemm_rate, resolve_net
 from kgbench.qualify.sweep_steps import engine_benchmark, promote_best, user_line, wide_sweep
@@ -45,7 +45,3 @@ def qualify(q: Qualification) -> int:
         report = write_report(q)
         q.budget.note(f"report: {report}")
     return 0 if all(r.status in ("ok", "skipped") for r in q.records) else 1
-
-
-def new_budget(seconds: float) -> Budget:
-    return Budget(seconds)
