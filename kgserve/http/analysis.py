@@ -32,7 +32,7 @@ What the client sees (also in docs/http-api.md):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 
 from starlette.responses import Response
@@ -85,8 +85,9 @@ class AnalysisResponse(Response):
             send_timeout_s=send_timeout_s,
         )
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await Exchange(self.plan, self.request_state, scope, receive, send).run()
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Coroutine[Any, Any, None]:
+        # the exchange's own coroutine, not one awaiting it: one frame fewer on every resumption
+        return Exchange(self.plan, self.request_state, scope, receive, send).run()
 
 
 def plain_ndjson(status: int, lines: Sequence[bytes], headers: Mapping[str, str] | None = None) -> Response:

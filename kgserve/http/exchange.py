@@ -186,7 +186,29 @@ class Exchange:
             self._submit_all()
             loop = asyncio.get_running_loop()
             self._timers.append(loop.call_later(self.plan.deadline_s, self.events.put_nowait, ("deadline", -1, None)))
-            await self._serve_events()
+            events = self.events
+            pending = self.pending
+            while pending:  # one frame fewer between the event loop and each event than a coroutine of its own
+                kind, index, payload = await events.get()
+                if kind == "line":
+                    if self.status is not None:
+                        self._body(payload + b"\n")
+                    else:
+                        self.buffered.append(payload)
+                        if is_analysis_line(payload):
+                            self.analysis = True
+                            self._flush(200)
+                elif kind == "done":
+                    pending.discard(index)
+                elif kind == "died" and index in pending:
+                    self._query_died(index, payload)
+                elif kind == "deadline":
+                    self._deadline()
+                elif kind == "stuck":
+                    self._stuck()
+                elif kind in ("disconnect", "sent"):  # "sent": a send failed
+                    self.gone = True
+                    break
             self._release()
             if not self.gone:
                 await self._finish()
@@ -219,32 +241,10 @@ class Exchange:
             else:
                 self._tasks.append(asyncio.create_task(_pump(index, stream, self.events)))
 
-    async def _serve_events(self) -> None:
-        events = self.events
-        pending = self.pending
-        while pending:
-            kind, index, payload = await events.get()
-            if kind == "line":
-                if self.status is not None:
-                    self._body(payload + b"\n")
-                else:
-                    self.buffered.append(payload)
-                    if is_analysis_line(payload):
-                        self.analysis = True
-                        self._flush(200)
-            elif kind == "done":
-                pending.discard(index)
-            elif kind == "died" and index in pending:
-                self._query_died(index, payload)
-            elif kind == "deadline":
-                self._deadline()
-            elif kind == "stuck":
-                message = f"kgserve: the engine did not answer terminate within {self.plan.terminate_grace_s:g}s"
-                for stuck_index in sorted(pending):
-                    events.put_nowait(("died", stuck_index, message))
-            elif kind in ("disconnect", "sent"):  # "sent": a send failed
-                self.gone = True
-                return
+    def _stuck(self) -> None:
+        message = f"kgserve: the engine did not answer terminate within {self.plan.terminate_grace_s:g}s"
+        for index in sorted(self.pending):
+            self.events.put_nowait(("died", index, message))
 
     def _query_died(self, index: int, text: str) -> None:
         self.pending.discard(index)
