@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from collections.abc import AsyncIterable
+from typing import Any, Generic, Protocol, TypeVar
 
 from starlette.types import Receive, Scope, Send
 
@@ -69,14 +68,14 @@ def is_analysis_line(line: bytes) -> bool:
     return span is not None and line_kind(line, span[1]) in ("final", "partial")
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What one request runs, decided by the intake."""
+class Plan(Protocol):
+    """What one request runs, decided by the intake (kgserve.http.analysis.AnalysisResponse is one: no object of
+    its own per request)."""
 
     pool: EngineClient
     admission: Admission
-    queries: Sequence[Query]
-    rejections: Sequence[bytes]
+    queries: list[Query]
+    rejections: list[bytes]
     deadline_s: float
     raw_headers: list[tuple[bytes, bytes]]
     terminate_grace_s: float
@@ -126,6 +125,32 @@ async def _watch_disconnect(receive: Receive, events: EventChannel[Event]) -> No
 
 class Exchange:
     """One request's run; `run()` leaves its outcome in `state["outcome"]` (the access log's)."""
+
+    __slots__ = (
+        "_gone",
+        "_released",
+        "_tasks",
+        "_timers",
+        "analysis",
+        "buffered",
+        "cancelled",
+        "cut_notes",
+        "deadline_hit",
+        "died",
+        "events",
+        "extra_headers",
+        "gone",
+        "outbox",
+        "pending",
+        "plan",
+        "receive",
+        "scope",
+        "slow",
+        "state",
+        "status",
+        "streams",
+        "unavailable",
+    )
 
     def __init__(self, plan: Plan, state: dict[str, Any], scope: Scope, receive: Receive, send: Send) -> None:
         self.plan = plan
