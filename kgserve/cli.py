@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=None, help="port (0: pick a free one)")
     parser.add_argument("--host", default=None, help="address to bind (default: server.host, 127.0.0.1)")
     parser.add_argument(
+        "--model", default=None, help="a model file, or katrain (the net of the katrain extra): replaces engine.model"
+    )
+    parser.add_argument(
         "--throughput-test",
         action="store_true",
         default=None,
@@ -174,6 +177,10 @@ def _worker_argv(args: argparse.Namespace, settings: Settings) -> list[str]:
         argv += ["--config", str(args.config)]
     if args.backend is not None:
         argv += ["--backend", args.backend]
+    if args.model is not None:
+        argv += ["--model", args.model]
+    if args.throughput_test:
+        argv += ["--throughput-test"]
     return argv
 
 
@@ -181,7 +188,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         settings = load_settings(args.config).with_overrides(
-            backend=args.backend, port=args.port, host=args.host, throughput_test=args.throughput_test
+            backend=args.backend,
+            port=args.port,
+            host=args.host,
+            throughput_test=args.throughput_test,
+            model=args.model,
         )
     except ConfigError as exc:
         print(f"kgserve: {exc}", file=sys.stderr)

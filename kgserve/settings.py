@@ -14,6 +14,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kgserve.katago.netfile import KATRAIN_NET, KatrainNetMissing, katrain_model_path
 from kgserve.paths import PROJECT_ROOT
 
 __all__ = [
@@ -243,13 +244,23 @@ class Settings(_Strict):
         port: int | None = None,
         host: str | None = None,
         throughput_test: bool | None = None,
+        model: str | None = None,
     ) -> Settings:
+        """A copy with command-line choices applied; `model` (a path or `katrain`) replaces the served backend's
+        model, wherever the config set it."""
         engine = self.engine
         if backend is not None:
             engine.backend_settings(backend)  # fails clearly if not configured
             engine = engine.model_copy(update={"backend": backend})
         if throughput_test is not None:
             engine = engine.model_copy(update={"throughput_test": throughput_test})
+        if model is not None:
+            path = _resolve_model(model, Path.cwd(), "--model")
+            backends = {
+                name: b.model_copy(update={"model": None}) if name == engine.backend else b
+                for name, b in engine.backends.items()
+            }
+            engine = engine.model_copy(update={"model": path, "backends": backends})
         server = self.server.model_copy(update={k: v for k, v in {"port": port, "host": host}.items() if v is not None})
         return self.model_copy(update={"engine": engine, "server": server})
 
@@ -266,24 +277,38 @@ def is_loopback(host: str) -> bool:
 _PATH_FIELDS = ("cfg", "model", "home_data_dir")
 
 
+def _resolve_model(value: Any, base: Path, key: str) -> Any:
+    """A model file, or `katrain`: the net inside the installed katrain package (ConfigError naming the extra)."""
+    if str(value).strip() != KATRAIN_NET:
+        return _resolve(value, base)
+    try:
+        return katrain_model_path()
+    except KatrainNetMissing as exc:
+        raise ConfigError(f"{key}: katrain: {exc}") from None
+
+
+def _resolve(value: Any, base: Path) -> Any:
+    if value is None:
+        return None
+    path = Path(str(value)).expanduser()
+    return path if path.is_absolute() else (base / path).resolve()
+
+
 def _resolve_paths(raw: dict[str, Any], base: Path) -> None:
     def resolve(value: Any) -> Any:
-        if value is None:
-            return None
-        path = Path(str(value)).expanduser()
-        return path if path.is_absolute() else (base / path).resolve()
+        return _resolve(value, base)
 
     engine = raw.get("engine")
     if not isinstance(engine, dict):
         return
     for key in _PATH_FIELDS:
         if key in engine:
-            engine[key] = resolve(engine[key])
-    for backend in (engine.get("backends") or {}).values():
+            engine[key] = _resolve_model(engine[key], base, "engine.model") if key == "model" else resolve(engine[key])
+    for name, backend in (engine.get("backends") or {}).items():
         if not isinstance(backend, dict):
             continue
         if backend.get("model") is not None:
-            backend["model"] = resolve(backend["model"])
+            backend["model"] = _resolve_model(backend["model"], base, f"engine.backends.{name}.model")
         command = backend.get("command")
         if isinstance(command, list) and command and isinstance(command[0], str):
             first = command[0]

@@ -244,6 +244,7 @@ async def _run_level(
         window_req_per_s=rates,
         stable=stable,
         slo_ms=load.slo_ms,
+        measure_start_s=level.measure_start,
     )
     report("done", -1, summary.req_per_s)
     return summary, records, watch
@@ -312,6 +313,7 @@ async def run_levels(
         invalid_reason=reason,
         selfwatch=merged,
         stop_reason=stop_reason,
+        started_at=t0,
     )
 
 

@@ -65,8 +65,10 @@ def summarise_level(
     window_req_per_s: Sequence[float],
     stable: bool,
     slo_ms: float = math.nan,
+    measure_start_s: float | None = None,
 ) -> LevelSummary:
     """Summarise the measured records of one level, one repeat (records of other phases are ignored).
+    ``measure_start_s``: when its measurement windows began (run-relative), for the level's measure_spans.
 
     req/s and visits/s count successful responses completed in the measured ``duration_s``; latency percentiles are
     over successful requests only (errors are counted, not timed); error_rate = errors / all measured requests.
@@ -112,6 +114,7 @@ def summarise_level(
         goodput_per_s=goodput,
         goodput_low=good_ci.low if math.isfinite(slo_ms) else math.nan,
         goodput_high=good_ci.high if math.isfinite(slo_ms) else math.nan,
+        measure_spans=((measure_start_s, measure_start_s + duration_s),) if measure_start_s is not None else (),
     )
 
 
@@ -142,6 +145,7 @@ def merge_repeats(repeats: Sequence[LevelSummary], records: Sequence[RequestReco
         goodput_low=good_ci.low,
         goodput_high=good_ci.high,
         repeats=len(repeats),
+        measure_spans=tuple(span for s in repeats for span in s.measure_spans),
     )
 
 

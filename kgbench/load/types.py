@@ -224,6 +224,8 @@ class LevelSummary:
     goodput_low: float = math.nan
     goodput_high: float = math.nan
     repeats: int = 1
+    # run-relative (start, end) seconds of each repeat's measurement windows: what the machine's samplers are read over
+    measure_spans: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -247,6 +249,7 @@ class LoadResult:
     invalid_reason: str | None
     selfwatch: SelfWatch | None = None
     stop_reason: str | None = None  # why the level ladder ended (ladder: auto) or was cut short (pruned)
+    started_at: float = 0.0  # time.monotonic() the records' run-relative times count from
 
     def headline(self) -> LevelSummary | None:
         """The level with the highest req/s (None when no level ran)."""

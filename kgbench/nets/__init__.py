@@ -5,11 +5,17 @@
 
 from kgbench.nets.architectures import ARCHITECTURES, Architecture, architecture
 from kgbench.nets.description import Layer, NetDescription
-from kgbench.nets.katrain import KATRAIN_NET_FILE, KatrainNetMissing, katrain_model_path
 from kgbench.nets.parse import describe_model
 from kgbench.nets.stream import ModelFormatError
 from kgbench.nets.synth import synthetic_model_name, write_synthetic
-from kgserve.katago.netfile import SYNTHETIC_PREFIX, is_synthetic_model, read_model_name
+from kgserve.katago.netfile import (
+    KATRAIN_NET_FILE,
+    SYNTHETIC_PREFIX,
+    KatrainNetMissing,
+    is_synthetic_model,
+    katrain_model_path,
+    read_model_name,
+)
 
 __all__ = [
     "ARCHITECTURES",

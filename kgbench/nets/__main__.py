@@ -16,10 +16,10 @@ from pathlib import Path
 
 from kgbench.nets.architectures import ARCHITECTURES, architecture
 from kgbench.nets.description import NetDescription
-from kgbench.nets.katrain import KatrainNetMissing, katrain_model_path
 from kgbench.nets.parse import describe_model
 from kgbench.nets.stream import ModelFormatError
 from kgbench.nets.synth import write_synthetic
+from kgserve.katago.netfile import KatrainNetMissing, katrain_model_path
 
 __all__ = ["describe", "main"]
 

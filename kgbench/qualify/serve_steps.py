@@ -18,7 +18,7 @@ from kgbench.qualify.runner import StepFailed, StepRecord, run_command
 from kgbench.targets.enginelog import parse_nn_stats
 from kgbench.targets.kgserve_process import KgserveProcess
 from kgbench.track.efficiency import JobFigures, bottleneck, efficiency_metrics
-from kgbench.track.measure import MeasureWatch, headline_window
+from kgbench.track.measure import MeasureWatch, headline_spans, over_spans
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import load_settings
 
@@ -83,45 +83,46 @@ def _settings(q: Qualification, visits: int, concurrency: int, fields: dict[str,
     )
 
 
-def _figures(
-    q: Qualification, watch: MeasureWatch, start: float, end: float, req_per_s: float, analyses: int, **nn: Any
-) -> dict[str, Any]:
+def _figures(q: Qualification, gpu: dict[str, float], host: dict[str, float], **given: Any) -> dict[str, Any]:
     batch = q.best["cfg"].get("nnMaxBatchSize") if q.best else None
     figures = JobFigures(
-        req_per_s=req_per_s,
-        analyses_in_windows=analyses,
-        gpu=watch.gpu.metrics(start, end),
-        host=watch.host.metrics(start, end),
+        gpu=gpu,
+        host=host,
         nn_max_batch=int(batch) if batch and str(batch).isdigit() else None,
         flops_per_eval=q.net.flops() if q.net else None,
         gemm_tflops=q.gemm.tflops if q.gemm else None,
         datasheet_tflops=q.gemm.datasheet_tflops if q.gemm else None,
-        **nn,
+        **given,
     )
     verdict = bottleneck(figures)
     return {**efficiency_metrics(figures), "bottleneck": verdict.kind, "bottleneck_figures": verdict.reason}
 
 
-async def _through_kgserve(
-    q: Qualification, url: str, load: LoadSettings, evals_per_analysis: float | None
-) -> dict[str, Any]:
+async def _through_kgserve(q: Qualification, url: str, load: LoadSettings) -> dict[str, Any]:
     serving = _serving[str(q.out)]
     queries = QuerySource(load_games(), seed=11)
     with MeasureWatch(lambda: serving.process.proc.pid if serving.process.proc else None) as watch:
         result: LoadResult = await run_load(HttpTarget(url), load, queries, None)
     head = result.headline()
-    window = headline_window(result, watch.t0)
-    if head is None or window is None:
+    spans, successes = headline_spans(result)
+    if head is None or not spans:
         return {"req_per_s": 0.0, "errors": sum(lv.errors for lv in result.levels)}
-    start, end, successes = window
-    nn = {"nn_rows": evals_per_analysis * successes, "answered_total": successes} if evals_per_analysis else {}
+    figures = _figures(
+        q,
+        over_spans(watch.gpu.metrics, spans),
+        over_spans(watch.host.metrics, spans),
+        req_per_s=head.req_per_s,
+        analyses_in_windows=successes,
+        nn_evals_per_s=head.visits_per_s or None,
+        nn_evals_basis="visits",
+    )
     return {
         "req_per_s": head.req_per_s,
         "p50_ms": head.p50_ms,
         "p99_ms": head.p99_ms,
         "errors": head.errors,
         "concurrency": head.concurrency,
-        **_figures(q, watch, start, end, head.req_per_s, successes, **nn),
+        **figures,
     }
 
 
@@ -143,9 +144,17 @@ async def _engine_alone(
         )  # fmt: skip
     start = result.measured_until - result.measure_s
     figures = _figures(
-        q, watch, start, result.measured_until, result.req_per_s, result.measured,
-        nn_rows=result.nn_rows or None, answered_total=result.answered, nn_avg_batch=result.nn_avg_batch or None,
-    )  # fmt: skip
+        q,
+        watch.gpu.metrics(start, result.measured_until),
+        watch.host.metrics(start, result.measured_until),
+        req_per_s=result.req_per_s,
+        analyses_in_windows=result.measured,
+        # the engine answered every query it was sent before it exited: its NN rows per answer are exact
+        nn_rows=result.nn_rows or None,
+        answered_total=result.answered,
+        nn_evals_basis="rows",
+        nn_avg_batch=result.nn_avg_batch or None,
+    )
     return {"req_per_s": result.req_per_s, "errors": result.errors, "concurrency": concurrency,
             "engine_cores": result.cores_used, "startup_s": result.startup_s, **figures}  # fmt: skip
 
@@ -159,24 +168,14 @@ def through_kgserve_and_pipe(q: Qualification, record: StepRecord) -> str:
     analysis = int(q.best["cfg"].get("numAnalysisThreads", 8))
     hundred, policy = 2 * analysis, 4 * analysis
     results: dict[str, dict[str, Any]] = {}
-    # the engine alone first would leave the GPU to kgserve's engines idle: measure through kgserve first, with the
-    # evaluations per analysis from the engine's own log afterwards (NN rows are only printed when an engine exits)
+    # through kgserve first (it is up from the serve step), then, kgserve stopped and the GPU free, the engine alone
     results["kgserve_analysis"] = asyncio.run(
-        _through_kgserve(q, q.serving_url, _settings(q, scale.pipe_visits, hundred), None)
+        _through_kgserve(q, q.serving_url, _settings(q, scale.pipe_visits, hundred))
     )
-    results["kgserve_policy"] = asyncio.run(
-        _through_kgserve(q, q.serving_url, _settings(q, 1, policy, POLICY_FIELDS), 1.0)
-    )
+    results["kgserve_policy"] = asyncio.run(_through_kgserve(q, q.serving_url, _settings(q, 1, policy, POLICY_FIELDS)))
     record.data["kgserve_nn"] = stop_serving(q)
     results["engine_analysis"] = asyncio.run(_engine_alone(q, scale.pipe_visits, scale.pipe_queries, hundred, None))
     results["engine_policy"] = asyncio.run(_engine_alone(q, 1, scale.pipe_policy_queries, policy, POLICY_FIELDS))
-    per_analysis = results["engine_analysis"].get("nn_evals_per_analysis")
-    if per_analysis:  # kgserve's 100-visit figures with the engine's own evaluations per analysis
-        redo = results["kgserve_analysis"]
-        redo["nn_evals_per_analysis"] = per_analysis
-        redo["nn_evals_per_s"] = redo["req_per_s"] * per_analysis
-        if q.net and q.gemm and q.gemm.tflops:
-            redo["mfu"] = redo["nn_evals_per_s"] * q.net.flops() / (q.gemm.tflops * 1e12)
     ratios = {
         load: results[f"kgserve_{load}"]["req_per_s"] / results[f"engine_{load}"]["req_per_s"]
         for load in ("analysis", "policy")

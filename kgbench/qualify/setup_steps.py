@@ -12,12 +12,12 @@ from pathlib import Path
 import psutil
 
 from kgbench.nets import ModelFormatError, architecture, describe_model, katrain_model_path, write_synthetic
-from kgbench.nets.katrain import KatrainNetMissing
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.runner import StepFailed, StepRecord
 from kgbench.track.gemm import device_gemm_rate
 from kgbench.track.gpu import gpu_name, nvml_absent_reason
 from kgbench.track.tracking import git_commit
+from kgserve.katago.netfile import KatrainNetMissing
 
 __all__ = ["check_build", "describe_node", "measure_gemm_rate", "resolve_net"]
 

@@ -167,6 +167,11 @@ class KgserveProcess:
                 if status == 200 and body.get("ready"):
                     return elapsed, body
                 engines = body.get("engines") or []
+                # out of device memory is not a flake: a restart with the same cfg runs out again
+                oom = next((e for e in engines if "out of memory" in " ".join(e.get("last_stderr") or [])), None)
+                if oom is not None:
+                    tail = " | ".join(str(x) for x in (oom.get("last_stderr") or [])[-2:])
+                    raise TargetError(f"engine out of GPU memory with this cfg ({tail})")
                 if any((e.get("restarts") or 0) >= 2 and e.get("state") != "ready" for e in engines):
                     tail = " | ".join(str(x) for x in (engines[0].get("last_stderr") or [])[-2:])
                     raise TargetError(f"engine failed to start: {body.get('reason') or 'restarting'} ({tail})")

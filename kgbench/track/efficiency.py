@@ -49,8 +49,10 @@ class JobFigures:
     analyses_in_windows: int  # successful answers inside the windows the GPU energy covers
     gpu: Mapping[str, float]  # GpuSampler.metrics(windows): gpu_util_mean, gpu_energy_j, ...; {} without NVML
     host: Mapping[str, float]  # HostSampler.metrics(windows)
-    nn_rows: float | None = None  # NN evaluations over the whole job (the engines' exit log), warm-up included
-    answered_total: int | None = None  # answers over the whole job, the denominator of nn_rows
+    nn_evals_per_s: float | None = None  # NN evaluations per second in the windows, by `nn_evals_basis`
+    nn_evals_basis: str = ""  # "rows": the engine's own NN row count / its answers; "visits": search visits/s
+    nn_rows: float | None = None  # NN evaluations over the whole run (the engine's exit log), warm-up included
+    answered_total: int | None = None  # answers over the whole run, the denominator of nn_rows
     nn_avg_batch: float | None = None
     nn_max_batch: int | None = None  # nnMaxBatchSize
     flops_per_eval: float | None = None  # kgbench.nets: the net's FLOPs per evaluation on the board in use
@@ -101,10 +103,13 @@ def _fill(f: JobFigures) -> float | None:
 def efficiency_metrics(f: JobFigures) -> dict[str, float]:
     """The figures MLflow gets next to req/s; a figure whose inputs are missing is left out, never zero."""
     out: dict[str, float] = {}
-    evals_per_analysis = (f.nn_rows / f.answered_total) if f.nn_rows and f.answered_total else None
-    if evals_per_analysis is not None:
-        out["nn_evals_per_analysis"] = evals_per_analysis
-        out["nn_evals_per_s"] = f.req_per_s * evals_per_analysis
+    evals_per_s = f.nn_evals_per_s
+    if evals_per_s is None and f.nn_rows and f.answered_total:  # an engine that answered everything it was sent
+        evals_per_s = f.req_per_s * f.nn_rows / f.answered_total
+    if evals_per_s is not None:
+        out["nn_evals_per_s"] = evals_per_s
+        if f.req_per_s > 0:
+            out["nn_evals_per_analysis"] = evals_per_s / f.req_per_s
         if f.flops_per_eval:
             flops = out["nn_evals_per_s"] * f.flops_per_eval
             out["achieved_tflops"] = flops / 1e12

@@ -23,7 +23,7 @@ from kgbench.track.samples import bracket
 
 __all__ = ["GpuSample", "GpuSampler", "gpu_name", "nvml_absent_reason"]
 
-_MAX_READ_S = 0.05
+_MAX_READ_S = 0.25  # a read slower than this (the thread lost the GIL or the CPU meanwhile) is dropped
 
 
 def _nvml() -> tuple[Any | None, str]:

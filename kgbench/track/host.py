@@ -21,7 +21,7 @@ from kgbench.track.samples import bracket
 
 __all__ = ["HostSample", "HostSampler"]
 
-_MAX_READ_S = 0.05
+_MAX_READ_S = 0.25  # a read slower than this (the thread lost the GIL or the CPU meanwhile) is dropped
 
 
 @dataclass(frozen=True)

@@ -20,23 +20,38 @@ from kgbench.track.gpu import GpuSampler
 from kgbench.track.host import HostSampler
 from kgbench.track.schema import BOTTLENECK, BOTTLENECK_FIGURES, BOTTLENECK_KNOB, GPU_METRICS_ABSENT, MFU_ABSENT
 
-__all__ = ["MeasureWatch", "headline_window"]
+__all__ = ["MeasureWatch", "headline_spans", "over_spans"]
 
 
-def headline_window(result: LoadResult, t0: float) -> tuple[float, float, int] | None:
-    """(start, end, successes) of the headline level's measurement windows in time.monotonic() terms, `t0` being
-    when the load run started (records carry run-relative times); None when no request was measured."""
+def headline_spans(result: LoadResult) -> tuple[list[tuple[float, float]], int]:
+    """The headline level's measurement windows as time.monotonic() spans (one per repeat), and the successful
+    answers they counted (what its req/s is made of)."""
     head = result.headline()
     if head is None:
-        return None
-    done = [
-        t0 + r.send_s + r.latency_ms / 1000.0
-        for r in result.records
-        if r.level == head.concurrency and r.phase == "measure" and r.error is None
-    ]
-    if len(done) < 2:
-        return None
-    return min(done), max(done), len(done)
+        return [], 0
+    spans = [(result.started_at + a, result.started_at + b) for a, b in head.measure_spans]
+    successes = sum(
+        1 for r in result.records if r.level == head.concurrency and r.phase == "measure" and r.error is None
+    )
+    return spans, successes
+
+
+def over_spans(
+    metrics_of: Callable[[float, float], Mapping[str, float]], spans: list[tuple[float, float]]
+) -> dict[str, float]:
+    """A sampler's figures over several spans: energies (`*_j`) summed, the rest weighted by span length."""
+    parts = [(end - start, metrics_of(start, end)) for start, end in spans if end > start]
+    total = sum(length for length, _ in parts)
+    out: dict[str, float] = {}
+    for key in {k for _, m in parts for k in m}:
+        values = [(length, m[key]) for length, m in parts if key in m]
+        if key.endswith("_j") or key.endswith("_span_s"):
+            out[key] = sum(v for _, v in values)
+        elif key.endswith("_peak_mb"):
+            out[key] = max(v for _, v in values)
+        elif total > 0:
+            out[key] = sum(length * v for length, v in values) / sum(length for length, _ in values)
+    return out
 
 
 class MeasureWatch:
@@ -73,19 +88,19 @@ class MeasureWatch:
         tags: dict[str, str] = {}
         if self.gpu.absent_reason:
             tags[GPU_METRICS_ABSENT] = self.gpu.absent_reason
-        window = headline_window(result, self.t0)
+        spans, successes = headline_spans(result)
         head = result.headline()
-        if window is None or head is None:
+        if not spans or head is None:
             return metrics, tags
-        start, end, successes = window
-        answered = sum(1 for r in result.records if r.error is None)
         figures = JobFigures(
             req_per_s=head.req_per_s,
             analyses_in_windows=successes,
-            gpu=self.gpu.metrics(start, end),
-            host=self.host.metrics(start, end),
-            nn_rows=nn.get("nn_rows"),
-            answered_total=answered or None,
+            gpu=over_spans(self.gpu.metrics, spans),
+            host=over_spans(self.host.metrics, spans),
+            # KataGo logs its NN rows only at exit, for the whole job, queries still in flight at shutdown included:
+            # the windows' search visits stand for their evaluations (katago benchmark: 1.00-1.07 evals per visit)
+            nn_evals_per_s=head.visits_per_s or None,
+            nn_evals_basis="visits",
             nn_avg_batch=nn.get("nn_avg_batch_size"),
             nn_max_batch=nn_max_batch,
             flops_per_eval=net.flops() if net is not None else None,

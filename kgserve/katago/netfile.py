@@ -9,11 +9,22 @@ throughput test.
 from __future__ import annotations
 
 import gzip
+import importlib.util
 from pathlib import Path
 
-__all__ = ["SYNTHETIC_PREFIX", "is_synthetic_model", "read_model_name"]
+__all__ = [
+    "KATRAIN_NET",
+    "KATRAIN_NET_FILE",
+    "SYNTHETIC_PREFIX",
+    "KatrainNetMissing",
+    "is_synthetic_model",
+    "katrain_model_path",
+    "read_model_name",
+]
 
 SYNTHETIC_PREFIX = "synthetic-"
+KATRAIN_NET = "katrain"  # the word that names the KaTrain net wherever a model file is asked for
+KATRAIN_NET_FILE = "b10c384h6nbttflrs.bin.gz"  # katrain 1.20: 10 nested-bottleneck transformer blocks, 384 channels
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -32,3 +43,25 @@ def is_synthetic_model(path: Path) -> bool:
         return read_model_name(path).startswith(SYNTHETIC_PREFIX)
     except (OSError, EOFError):
         return False  # an unreadable file is the engine's to report, not this check's
+
+
+class KatrainNetMissing(RuntimeError):
+    """The `katrain` package (or its bundled net) is not installed."""
+
+
+def katrain_model_path() -> Path:
+    """Where the installed `katrain` package keeps its network: the realistic net at hand offline. The package is
+    found, never imported (importing KaTrain pulls in kivy)."""
+    spec = importlib.util.find_spec("katrain")
+    if spec is None or not spec.submodule_search_locations:
+        raise KatrainNetMissing(
+            "the KaTrain net needs the `katrain` package: pip install -e '.[katrain]' (the project's katrain extra)"
+        )
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / "models" / KATRAIN_NET_FILE
+        if path.is_file():
+            return path
+    raise KatrainNetMissing(
+        f"the installed katrain package has no models/{KATRAIN_NET_FILE} (katrain >= 1.20 ships it): "
+        "pip install -e '.[katrain]'"
+    )

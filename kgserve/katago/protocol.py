@@ -12,13 +12,14 @@ order. KataGo prints compact JSON with sorted keys, so `"id":"` is found by a by
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from json.encoder import encode_basestring as _encode_string
 from typing import Any, Literal
 
-from kgserve.katago._nlohmann import nlohmann_error, nlohmann_int
+from kgserve.katago._nlohmann import NlohmannError, nlohmann_error, nlohmann_int, python_decode
+from kgserve.katago._nlohmann import parse as nlohmann_parse
+from kgserve.katago._nlohmann_dump import dump
 
 __all__ = [
     "ANALYSIS_ONLY_ERROR",
@@ -83,6 +84,7 @@ class Query:
 class Rejected:
     error_line: bytes  # exactly what KataGo (or kgserve, for actions) prints, without newline
     caller_id: str | None = None
+    action: dict[str, Any] | None = None  # an action request (a string `action`), as KataGo parsed it
 
 
 class DeferredJson:
@@ -116,8 +118,9 @@ def _encode_deferred(value: object) -> Any:
 
 
 def dump_compact(value: Any) -> str:
-    """nlohmann's `dump()` for the values a request can hold: compact, UTF-8, keys sorted."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=_encode_deferred)
+    """nlohmann's `dump()` for the values a request can hold: compact, UTF-8, keys sorted, doubles as nlohmann
+    prints them, any depth."""
+    return dump(value, default=_encode_deferred)
 
 
 def error_line(message: str, *, caller_id: str | None = None, field: str | None = None) -> bytes:
@@ -129,11 +132,14 @@ def error_line(message: str, *, caller_id: str | None = None, field: str | None 
     return dump_compact(payload).encode("utf-8")
 
 
-def nlohmann_parse_error(line: str | bytes) -> str:
-    """KataGo's error text for a request line that is not JSON."""
+def nlohmann_parse_error(line: str | bytes, reason: str | None = None) -> str:
+    """KataGo's error text for a request line that is not JSON (`reason`: nlohmann's text, when known).
+
+    A line holding invalid UTF-8 makes KataGo itself abort (it cannot print the line back as JSON); kgserve
+    and the sim answer it, the bad bytes shown as U+FFFD."""
     raw = line.encode("utf-8", errors="surrogateescape") if isinstance(line, str) else line
     text = raw.decode("utf-8", errors="replace")
-    reason = nlohmann_error(raw) or "[json.exception.parse_error.101] parse error: invalid input"
+    reason = reason or nlohmann_error(raw) or "[json.exception.parse_error.101] parse error: invalid input"
     return f"{reason} - could not parse input line as json request: {text}"
 
 
@@ -158,17 +164,6 @@ def split_body(body: bytes) -> list[bytes]:
         if isinstance(document, dict):
             return [stripped]
     return [line for line in (raw.strip() for raw in stripped.split(b"\n")) if line]
-
-
-def _reject_non_finite(text: str) -> float:
-    raise ValueError(text)
-
-
-def _parse_float(text: str) -> float:
-    value = float(text)
-    if math.isinf(value):
-        raise ValueError(text)
-    return value
 
 
 def _distinct_turns(value: Any) -> int:
@@ -215,7 +210,6 @@ def query_visits(body: dict[str, Any]) -> int | None:
 
 
 _WHITESPACE_BYTES = _WHITESPACE.encode()
-_DECODER = json.JSONDecoder(parse_constant=_reject_non_finite, parse_float=_parse_float)
 
 
 _MOVES_KEY = b'"moves":['
@@ -265,7 +259,7 @@ def _decode_deferring_moves(line: bytes) -> Any:
         return None
     start, end = span
     try:
-        value = _DECODER.decode((line[:start] + b"0" + line[end:]).decode("utf-8"))
+        value = python_decode(line[:start] + b"0" + line[end:])
     except (ValueError, UnicodeError, RecursionError):
         return None  # invalid: the whole line's decode says how, as for any line
     if not isinstance(value, dict) or "moves" not in value:
@@ -280,15 +274,20 @@ def classify_line(line: bytes, *, defer_moves: bool = False) -> Query | Rejected
     `defer_moves`: a plain `moves` array is not decoded (the body holds a DeferredJson): for a caller that
     sends the engine the line's own bytes and reads no move (kgserve's HTTP path)."""
     line = line.strip(_WHITESPACE_BYTES)
+    text = strip_bom(line).lstrip(_WHITESPACE_BYTES)
+    unmarked: bytes | None = text
     try:
-        unmarked = strip_bom(line).lstrip(_WHITESPACE_BYTES)
-        value = _decode_deferring_moves(unmarked) if defer_moves else None
+        value = _decode_deferring_moves(text) if defer_moves else None
         if value is None:
-            value = _DECODER.decode(unmarked.decode("utf-8"))
-        if b"\\u" in unmarked:  # lone surrogates (from \\ud800 escapes) are valid for Python, not for nlohmann
-            dump_compact(value).encode("utf-8")
+            value = python_decode(text)
     except (ValueError, UnicodeError, RecursionError):
-        return Rejected(error_line(nlohmann_parse_error(line)))
+        # what Python's decoder refuses or cannot vouch for (a NUL byte ends nlohmann's input, any depth parses)
+        try:
+            value = nlohmann_parse(line)
+        except NlohmannError as error:
+            return Rejected(error_line(nlohmann_parse_error(line, error.message)))
+        # the engine gets the value re-encoded: nothing it would ignore after a NUL, one line at any depth
+        unmarked = dump(value).encode("utf-8") if isinstance(value, dict) else None
     if not isinstance(value, dict):
         return Rejected(
             error_line(f"Request line was valid json but was not an object, ignoring: {dump_compact(value)}")
@@ -300,14 +299,14 @@ def classify_line(line: bytes, *, defer_moves: bool = False) -> Query | Rejected
     if isinstance(action, str):  # KataGo treats a line as an action only when `action` is a string
         if action in KNOWN_ACTIONS:
             message = ANALYSIS_ONLY_ERROR.format(action=action)
-            return Rejected(error_line(message, caller_id=caller_id, field="action"), caller_id)
-        return Rejected(error_line(UNKNOWN_ACTION_ERROR), caller_id)
+            return Rejected(error_line(message, caller_id=caller_id, field="action"), caller_id, value)
+        return Rejected(error_line(UNKNOWN_ACTION_ERROR), caller_id, value)
     return Query(
         caller_id=caller_id,
         body=value,
         expected_finals=_distinct_turns(value.get("analyzeTurns")),
         visits=query_visits(value),
-        raw=unmarked if b"\n" not in unmarked else None,
+        raw=unmarked if unmarked is not None and b"\n" not in unmarked else None,
     )
 
 

@@ -11,12 +11,14 @@ version 7 or later accepts: spight ko becomes situational, a button only goes wi
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import struct
 from dataclasses import dataclass, replace
 from typing import Any
+
+from kgserve.katago._nlohmann import NlohmannError
+from kgserve.katago._nlohmann import loads as nlohmann_loads
 
 __all__ = [
     "WHITESPACE",
@@ -232,9 +234,9 @@ def parse_rules(value: str | dict[str, Any]) -> Rules | None:
         if preset is not None:
             return preset
         if value.startswith("{"):
-            try:
-                parsed = json.loads(value, parse_constant=_reject)
-            except (ValueError, RecursionError):
+            try:  # json::parse: a NUL byte ends the text, integers past uint64 are doubles
+                parsed = nlohmann_loads(value.encode("utf-8"))
+            except (NlohmannError, UnicodeError):
                 return None
             return _from_object(parsed) if isinstance(parsed, dict) else None
         return _legacy(value)
@@ -245,10 +247,6 @@ def parse_rules(value: str | dict[str, Any]) -> Rules | None:
 def is_int_or_half_int(komi: float) -> bool:
     """Rules::komiIsIntOrHalfInt (for a komi that is already a float32)."""
     return math.isfinite(komi) and komi * 2 == int(komi * 2)
-
-
-def _reject(text: str) -> float:
-    raise ValueError(text)
 
 
 def supported_rules(rules: Rules) -> Rules:

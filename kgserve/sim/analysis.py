@@ -9,7 +9,6 @@ needs on the shared simulated device; when other processes hold the device, the 
 from __future__ import annotations
 
 import heapq
-import json
 import os
 import queue
 import sys
@@ -19,15 +18,14 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from kgserve.katago._nlohmann import nlohmann_int
 from kgserve.katago.protocol import (
+    KNOWN_ACTIONS,
     TERMINATE_ID_ERROR,
     TURN_NUMBERS_ERROR,
-    UNKNOWN_ACTION_ERROR,
     Query,
-    Rejected,
     classify_line,
     dump_compact,
-    strip_bom,
 )
 from kgserve.sim.queries import Defaults, Request, error_for, parse_query
 from kgserve.sim.responses import no_results, render_analysis
@@ -241,16 +239,10 @@ class Engine:
         result = classify_line(raw)
         if isinstance(result, Query):
             self._enqueue(parse_query(result.body, self.defaults, self.emit))
-            return
-        assert isinstance(result, Rejected)
-        if result.caller_id is None:
+        elif result.action is not None and result.action["action"] in KNOWN_ACTIONS:
+            self._action(result.action)
+        else:  # not JSON, not an object, no string id, an unknown action: KataGo's error line without an id
             self.emit(result.error_line.decode("utf-8"))
-            return
-        body = json.loads(strip_bom(raw.strip()).decode("utf-8"))
-        if isinstance(body.get("action"), str):
-            self._action(body)
-        else:
-            self._enqueue(parse_query(body, self.defaults, self.emit))
 
     def _enqueue(self, requests: list[Request]) -> None:
         if self._round is not None:
@@ -287,10 +279,8 @@ class Engine:
                 if not isinstance(value, list) or not all(type(v) in (int, float, bool) for v in value):
                     self.emit(error_for(caller_id, "turnNumbers", TURN_NUMBERS_ERROR))
                     return
-                turns = {int(v) for v in value}
+                turns = {nlohmann_int(v) for v in value}  # get<vector<int>>: C++ casts
             self._terminate(target_id if action == "terminate" else None, turns, body)
-        else:
-            self.emit(dump_compact({"error": UNKNOWN_ACTION_ERROR}))
 
     def _terminate(self, target_id: str | None, turns: set[int] | None, body: dict[str, Any]) -> None:
         def matches(req: Request) -> bool:

@@ -17,6 +17,7 @@ from kgserve.sim.startup import (
     check_memory,
     check_model,
     exit_log,
+    human_sl_warning,
     model_names,
     start_log,
     unused_key_warnings,
@@ -104,6 +105,7 @@ def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
             warn_unused_fields=cfg.values.get("warnUnusedFields", "true").lower() != "false",
             cfg_values=dict(cfg.values),
             cfg_name=cfg.file_name,
+            model=model,
         )
     except (CfgError, ValueError) as err:
         abort("IOError", getattr(err, "message", str(err)))
@@ -115,6 +117,7 @@ def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
     backend_log(log, params, internal)
     batch_size_note(log, params)
     unused_key_warnings(log, cfg)
+    human_sl_warning(log, cfg, model)
     time.sleep(knobs.startup_s * (1.0 + (1 << params.cache_pow) / (1 << 24)) / knobs.speed)
     log.write(f"Loaded config {cfg.file_name}")
     log.write(f"Loaded model {model}")
@@ -134,5 +137,5 @@ def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
         rows, batches = engine.run()
     finally:
         memory.free()
-    exit_log(log, name, rows, batches, params.server_threads)
+    exit_log(log, model, rows, batches, params.server_threads)  # the -model argument, as given
     return 0

@@ -6,23 +6,23 @@ parameters in a fixed order with the cfg's typed getters: the first bad one is a
 settings: ...`, naming the cfg file "and/or command-line and query overrides"). Override keys neither in the cfg
 nor read are reported, sorted, in one `Unknown config params` warning.
 
-Not modelled: a valid `humanSLProfile` name (the sim has no human-SL network; KataGo then refuses it with a text
-this module does not reproduce; an unknown name gets KataGo's error).
+A valid `humanSLProfile` name (SGFMetadata::getProfile) is reported in `Overridden.human_sl_profile`: the sim's
+nets have no human-SL input, so the caller refuses the query as KataGo does, after the unknown-keys warning.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kgserve.katago._nlohmann_dump import dump
 from kgserve.katago.rules import WHITESPACE, ascii_lower, float32
 from kgserve.sim.board import parse_player
 
-__all__ = ["Overridden", "OverrideError", "apply_overrides"]
+__all__ = ["Overridden", "OverrideError", "apply_overrides", "human_sl_profile", "human_sl_unused"]
 
 _I64 = (1, 1 << 50)
 # (getter, key, min, max) in the order Setup::loadParams reads them (loadSingleConfigOnly: no index suffix)
@@ -87,6 +87,8 @@ HUMAN_KEYS = [
 UNCHANGEABLE = {"nodeTableShardsPowerOfTwo": 16, "useEvalCache": False, "evalCacheMinVisits": 100}
 _INT = re.compile(r"[+-]?[0-9]+")
 _REAL = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_RANKS = [f"{n}d" for n in range(9, 0, -1)] + [f"{n}k" for n in range(1, 21)]
+_YEAR = re.compile(r"[+-]?[0-9]+")
 _ENABLED = {"1", "t", "true", "enabled", "y", "yes", "0", "f", "false", "disabled", "n", "no", "auto"}
 
 
@@ -98,10 +100,36 @@ class OverrideError(Exception):
 class Overridden:
     max_visits: int | None  # the search's maxVisits after the overrides (None: no overrides, as the cfg says)
     unknown: list[str]
+    human_sl_profile: bool = False  # a human-SL profile is set (by the overrides or the cfg)
 
 
 def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    """ConfigParser's value for an override: a string as it is, anything else as nlohmann's dump()."""
+    return value if isinstance(value, str) else dump(value)
+
+
+def human_sl_unused(model: str) -> str:
+    """Setup::maybeWarnHumanSLParams' text when a profile is set and the net (`model`, the -model argument)
+    takes no human-SL input, which is every net the sim knows."""
+    return f"WARNING: humanSLProfile is specified as config param but model(s) don't use it: {model}"
+
+
+def human_sl_profile(name: str) -> bool:
+    """SGFMetadata::getProfile: whether `name` sets a profile (False for "", "_", '""'); raises OverrideError
+    for a name it does not know."""
+    if name in ("", "_", '""'):
+        return False
+    if name.startswith("proyear_"):
+        year = name[len("proyear_") :].strip(WHITESPACE)  # Global::tryStringToInt: istringstream >> int
+        if _YEAR.fullmatch(year) and 1800 <= int(year) <= 2023:
+            return True
+    for prefix in ("rank_", "preaz_"):
+        if name.startswith(prefix):
+            ranks = name[len(prefix) :]
+            pieces = ranks.split("_")
+            if ranks in _RANKS or (len(pieces) == 2 and all(piece in _RANKS for piece in pieces)):
+                return True
+    raise OverrideError(f"Unknown human SL network profile: {name}")
 
 
 class _Reader:
@@ -171,10 +199,7 @@ class _Reader:
             if parse_player(self.raw(key)) is None:
                 raise OverrideError(f"Could not parse player in field {key}, should be BLACK or WHITE")
             return None
-        name = self.raw(key)  # Profile
-        if name not in ("", "_", '""'):
-            raise OverrideError(f"Unknown human SL network profile: {name}")
-        return None
+        return human_sl_profile(self.raw(key))  # Profile
 
 
 def _load_params(reader: _Reader) -> dict[str, Any]:
@@ -218,4 +243,4 @@ def apply_overrides(settings: Mapping[str, Any], cfg_values: Mapping[str, str], 
             raise OverrideError(f"Cannot change {key} after initialization")
     unknown = sorted(key for key in values if key not in cfg_values and key not in reader.used)
     # loadParams starts from SearchParams' defaults: without maxVisits (an empty string deletes it) there is no bound
-    return Overridden(params.get("maxVisits", 1 << 50), unknown)
+    return Overridden(params.get("maxVisits", 1 << 50), unknown, bool(params.get("humanSLProfile")))

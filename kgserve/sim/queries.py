@@ -10,14 +10,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kgserve.katago._nlohmann import nlohmann_int
+from kgserve.katago._nlohmann import nlohmann_int, nlohmann_int64
 from kgserve.katago.protocol import dump_compact
-from kgserve.katago.rules import float32, is_int_or_half_int, parse_rules, supported_rules
+from kgserve.katago.rules import Rules, float32, is_int_or_half_int, parse_rules, supported_rules
 from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player
 from kgserve.sim.history import Replay
-from kgserve.sim.overrides import OverrideError, apply_overrides
+from kgserve.sim.overrides import OverrideError, apply_overrides, human_sl_unused
 
-__all__ = ["Defaults", "Request", "error_for", "parse_query", "warning_for"]
+__all__ = ["Defaults", "Request", "Search", "error_for", "parse_query", "warning_for"]
 
 BOARD_SIZE_ERROR = "Must provide an integer from 2 to 19"
 MOVES_SHAPE_ERROR = 'Must be an array of pairs of the form: ["b" or "w", GTP board vertex]'
@@ -86,22 +86,31 @@ class Defaults:
     # the engine's cfg (aliases applied) and its path, against which overrideSettings are checked
     cfg_values: Mapping[str, str] = field(default_factory=lambda: {"numSearchThreads": "1"})
     cfg_name: str = "analysis.cfg"
+    model: str = "model.bin.gz"  # the -model argument, as KataGo names the net in its texts
 
 
 @dataclass
-class Request:
-    id: str
-    turn: int
-    board: Board
-    to_move: int
-    rules: str
-    komi: float
+class Search:
+    """What a query sets for its searches (analysis.cpp reads these fields after the position and the rules)."""
+
     max_visits: int
     pv_len: int
     flags: dict[str, bool]
     report_every: float | None
     first_report: float | None
     priority: int
+
+
+@dataclass
+class Request(Search):
+    """One analysed turn: the query's search settings (its priority for this turn), the position, who plays."""
+
+    id: str
+    turn: int
+    board: Board
+    to_move: int
+    rules: str
+    komi: float
     allowed: frozenset[int] | None  # for the player to move
     avoided: frozenset[int]
     illegal: frozenset[int] = frozenset()  # points the player to move may not play
@@ -136,22 +145,20 @@ def _is_num(v: Any) -> bool:
 
 
 def _get_int_list(value: Any, field: str, message: str, bits: int) -> list[int]:
-    """nlohmann get<vector<int>> (bits 32: booleans count, C++ casts wrap) or get<vector<int64_t>> (bits 64:
-    numbers only); floats truncate."""
+    """nlohmann get<vector<int>> (bits 32: booleans count) or get<vector<int64_t>> (bits 64: numbers only), with
+    C++'s casts: integers wrap, doubles truncate, doubles out of range give the type's minimum."""
     kinds = (int, float, bool) if bits == 32 else (int, float)
     if not isinstance(value, list) or not all(type(v) in kinds for v in value):
         raise _Fail(field, message)
-    if bits == 32:
-        return [nlohmann_int(v) for v in value]
-    half = 1 << 63
-    return [(int(v) + half) % (1 << 64) - half for v in value]
+    return [nlohmann_int(v) if bits == 32 else nlohmann_int64(v) for v in value]
 
 
 def _integer(body: dict[str, Any], field: str, lo: int, hi: int, message: str) -> int:
+    """parseInteger: an integer (int64 or uint64: is_number_integer), read as int64 (a uint64 wraps)."""
     value = body[field]
-    if not _is_int(value) or value < lo or value > hi:
+    if not _is_int(value) or not lo <= nlohmann_int64(value) <= hi:
         raise _Fail(field, message)
-    return int(value)
+    return nlohmann_int64(value)
 
 
 def _double(body: dict[str, Any], field: str, lo: float, hi: float, message: str) -> float:
@@ -223,39 +230,74 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
         raise _Fail("moves", "Must specify an array of [player,location] pairs")
     history = _moves(body, "moves", xs, ys, True)
     initial_player = _player(body, "initialPlayer") if "initialPlayer" in body else EMPTY
-    should = [False] * (len(history) + 1)
-    turns_list: list[int] = []
-    if "analyzeTurns" in body:
-        turns_list = _get_int_list(
-            body["analyzeTurns"], "analyzeTurns", "Must specify an array of integers indicating turns to analyze", 32
-        )
-        for turn in turns_list:
-            if turn < 0 or turn >= len(should):
-                raise _Fail("analyzeTurns", f"Invalid turn number: {turn}")
-            should[turn] = True
-    else:
+    should, turns = _analyze_turns(body, len(history))
+    priorities = _priorities(body, turns)
+    rules = _rules(body)
+    max_visits = _override_settings(body, defaults, emit, caller_id)
+    search = _search(body, defaults, max_visits)
+    allow_avoid = _allow_avoid(body, xs, ys)
+    board = Board(xs, ys)
+    for player, loc in placements:
+        board.set_stone(loc, player)
+    if initial_player == EMPTY:
+        if history:
+            initial_player = history[0][0]
+        else:  # BoardHistory::numHandicapStonesOnBoard: only black stones, at least two of them
+            blacks, whites = board.stones.count(BLACK), board.stones.count(WHITE)
+            initial_player = WHITE if whites == 0 and blacks >= 2 else BLACK
+    supported = supported_rules(rules)
+    if supported != rules:
+        emit(warning_for(caller_id, "rules", f"Rules {rules} not supported by neural net, using {supported} instead"))
+        rules = supported
+    if defaults.warn_unused_fields:
+        for key in sorted(body):
+            if key not in EXPECTED_KEYS:
+                emit(warning_for(caller_id, key, UNUSED_FIELD_WARNING))
+    replay = Replay(board, initial_player, rules)
+    return _replay(caller_id, replay, history, should, priorities, search, allow_avoid)
+
+
+def _analyze_turns(body: dict[str, Any], moves: int) -> tuple[list[bool], list[int]]:
+    """Which turns to analyse (default: the last), and the `analyzeTurns` list as KataGo read it."""
+    should = [False] * (moves + 1)
+    if "analyzeTurns" not in body:
         should[-1] = True
+        return should, []
+    message = "Must specify an array of integers indicating turns to analyze"
+    turns = _get_int_list(body["analyzeTurns"], "analyzeTurns", message, 32)
+    for turn in turns:
+        if turn < 0 or turn >= len(should):
+            raise _Fail("analyzeTurns", f"Invalid turn number: {turn}")
+        should[turn] = True
+    return should, turns
+
+
+def _priorities(body: dict[str, Any], turns: list[int]) -> dict[int, int]:
+    if "priorities" not in body:
+        return {}
+    message = "Must specify an array of integers indicating priorities"
+    values = _get_int_list(body["priorities"], "priorities", message, 64)
+    if "analyzeTurns" not in body:
+        raise _Fail("priorities", "Can only specify when also specifying analyzeTurns")
+    if len(values) != len(turns):
+        raise _Fail("priorities", "Must be of matching length to analyzeTurns")
     priorities: dict[int, int] = {}
-    if "priorities" in body:
-        values = _get_int_list(
-            body["priorities"], "priorities", "Must specify an array of integers indicating priorities", 64
-        )
-        if "analyzeTurns" not in body:
-            raise _Fail("priorities", "Can only specify when also specifying analyzeTurns")
-        if len(values) != len(turns_list):
-            raise _Fail("priorities", "Must be of matching length to analyzeTurns")
-        for turn, prio in zip(turns_list, values, strict=True):
-            if abs(prio) > PRIORITY_LIMIT:
-                raise _Fail("priorities", f"Invalid priority: {prio}")
-            priorities[turn] = prio
+    for turn, priority in zip(turns, values, strict=True):
+        if abs(priority) > PRIORITY_LIMIT:
+            raise _Fail("priorities", f"Invalid priority: {priority}")
+        priorities[turn] = priority
+    return priorities
+
+
+def _rules(body: dict[str, Any]) -> Rules:
+    """`rules` (a name, a legacy string or an object), then `komi` and `whiteHandicapBonus` over them."""
     if "rules" not in body or not isinstance(body["rules"], str | dict):
         raise _Fail("rules", RULES_MISSING)
     raw_rules = body["rules"]
-    parsed_rules = parse_rules(raw_rules)
-    if parsed_rules is None:
+    rules = parse_rules(raw_rules)
+    if rules is None:
         shown = raw_rules if isinstance(raw_rules, str) else dump_compact(raw_rules)
         raise _Fail("rules", "Could not parse rules: " + shown)
-    rules = parsed_rules
     if "komi" in body:
         komi = float32(_double(body, "komi", -400.0, 400.0, KOMI_ERROR))
         if not is_int_or_half_int(komi):
@@ -266,24 +308,31 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
         if not isinstance(bonus, str):
             raise _Fail("whiteHandicapBonus", "Must be a string")
         if bonus not in ("0", "N-1", "N"):
-            raise _Fail(
-                "whiteHandicapBonus",
-                f"Rules::parseWhiteHandicapBonusRule: Invalid whiteHandicapBonus rule: {bonus}",
-            )
+            message = f"Rules::parseWhiteHandicapBonusRule: Invalid whiteHandicapBonus rule: {bonus}"
+            raise _Fail("whiteHandicapBonus", message)
         rules = replace(rules, whb=bonus)
-    max_visits = defaults.max_visits
-    if "overrideSettings" in body:
-        settings = body["overrideSettings"]
-        if not isinstance(settings, dict):
-            raise _Fail("overrideSettings", "Must be an object")
-        try:
-            overridden = apply_overrides(settings, defaults.cfg_values, defaults.cfg_name)
-        except OverrideError as err:
-            raise _Fail("overrideSettings", f"Could not set settings: {err}") from None
-        if overridden.unknown:
-            emit(warning_for(caller_id, "overrideSettings", "Unknown config params: " + ",".join(overridden.unknown)))
-        if overridden.max_visits is not None:
-            max_visits = overridden.max_visits
+    return rules
+
+
+def _override_settings(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None], caller_id: str) -> int:
+    """Check `overrideSettings` against the engine's cfg; the search's maxVisits after them."""
+    if "overrideSettings" not in body:
+        return defaults.max_visits
+    settings = body["overrideSettings"]
+    if not isinstance(settings, dict):
+        raise _Fail("overrideSettings", "Must be an object")
+    try:
+        overridden = apply_overrides(settings, defaults.cfg_values, defaults.cfg_name)
+    except OverrideError as err:
+        raise _Fail("overrideSettings", f"Could not set settings: {err}") from None
+    if overridden.unknown:
+        emit(warning_for(caller_id, "overrideSettings", "Unknown config params: " + ",".join(overridden.unknown)))
+    if overridden.human_sl_profile:  # Setup::maybeWarnHumanSLParams, its text ending in endl
+        raise _Fail("overrideSettings", f"Could not set settings: {human_sl_unused(defaults.model)}\n")
+    return overridden.max_visits if overridden.max_visits is not None else defaults.max_visits
+
+
+def _search(body: dict[str, Any], defaults: Defaults, max_visits: int) -> Search:
     if "maxVisits" in body:
         max_visits = _integer(body, "maxVisits", 1, 1 << 50, "Must be an integer from 1 to 2^50")
     pv_len = defaults.pv_len
@@ -310,58 +359,47 @@ def _parse(body: dict[str, Any], defaults: Defaults, emit: Callable[[str], None]
     if "priority" in body:
         if "priorities" in body:
             raise _Fail("priority", "Cannot specify both priority and priorities")
-        priority = _integer(
-            body, "priority", -PRIORITY_LIMIT, PRIORITY_LIMIT, "Must be a number between -2^62 and 2^62"
-        )
-    allow_avoid = _allow_avoid(body, xs, ys)
+        message = "Must be a number between -2^62 and 2^62"
+        priority = _integer(body, "priority", -PRIORITY_LIMIT, PRIORITY_LIMIT, message)
+    return Search(max_visits, pv_len, flags, report_every, first_report, priority)
 
-    board = Board(xs, ys)
-    for player, loc in placements:
-        board.set_stone(loc, player)
-    if initial_player == EMPTY:
-        if history:
-            initial_player = history[0][0]
-        else:  # BoardHistory::numHandicapStonesOnBoard: only black stones, at least two of them
-            blacks, whites = board.stones.count(BLACK), board.stones.count(WHITE)
-            initial_player = WHITE if whites == 0 and blacks >= 2 else BLACK
-    supported = supported_rules(rules)
-    if supported != rules:
-        emit(warning_for(caller_id, "rules", f"Rules {rules} not supported by neural net, using {supported} instead"))
-        rules = supported
-    if defaults.warn_unused_fields:
-        for key in sorted(body):
-            if key not in EXPECTED_KEYS:
-                emit(warning_for(caller_id, key, UNUSED_FIELD_WARNING))
+
+def _replay(
+    caller_id: str,
+    replay: Replay,
+    history: list[tuple[int, int]],
+    should: list[bool],
+    priorities: dict[int, int],
+    search: Search,
+    allow_avoid: dict[int, tuple[frozenset[int] | None, frozenset[int]]],
+) -> list[Request]:
+    """Replay the moves; one search request per analysed turn. An illegal move ends the query."""
+    board, rules = replay.board, replay.rules
     requests = []
-    replay = Replay(board, initial_player, rules)
     for turn in range(len(history) + 1):
         if should[turn]:
             to_move = replay.to_move
             allowed, avoided = allow_avoid.get(to_move, (None, frozenset()))
+            settings = replace(search, priority=priorities.get(turn, search.priority))
             requests.append(
                 Request(
-                    caller_id,
-                    turn,
-                    board.copy(),
-                    to_move,
-                    str(rules),
-                    rules.komi,
-                    max_visits,
-                    pv_len,
-                    flags,
-                    report_every,
-                    first_report,
-                    priorities.get(turn, priority),
-                    allowed,
-                    avoided,
-                    replay.illegal_points(),
+                    **vars(settings),
+                    id=caller_id,
+                    turn=turn,
+                    board=board.copy(),
+                    to_move=to_move,
+                    rules=str(rules),
+                    komi=rules.komi,
+                    allowed=allowed,
+                    avoided=avoided,
+                    illegal=replay.illegal_points(),
                 )
             )
         if turn == len(history):
             break
         player, loc = history[turn]
         if not replay.play(loc, player):
-            raise _Fail("moves", f"Illegal move {turn}: {loc_to_str(loc, xs, ys)}")
+            raise _Fail("moves", f"Illegal move {turn}: {loc_to_str(loc, board.x_size, board.y_size)}")
     return requests
 
 

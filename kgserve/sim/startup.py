@@ -11,10 +11,11 @@ from pathlib import Path
 
 from kgserve.sim.cfgfile import CfgError, SimCfg
 from kgserve.sim.devmem import DeviceMemory
+from kgserve.sim.overrides import OverrideError, human_sl_profile, human_sl_unused
 from kgserve.sim.profiles import DEFAULT_PROFILE, get_profile
 from kgserve.sim.throughput import SimParams, device_memory_gb
 
-__all__ = ["VERSION", "Knobs", "Log", "abort", "check_memory", "check_model", "model_names"]
+__all__ = ["VERSION", "Knobs", "Log", "abort", "check_memory", "check_model", "human_sl_warning", "model_names"]
 
 VERSION = "1.17.2-sim"
 GIT_HASH = "simulated"
@@ -78,9 +79,28 @@ def start_log(log: Log, cfg: SimCfg, model: str, seed: int) -> None:
     log.write("Running with following config:\n" + cfg.echo())
     log.write("Analysis Engine starting...")
     log.write(f"KataGo v{VERSION} SIMULATED (kgserve.sim: no neural net is evaluated, timings come from a model)")
+    _human_sl_profile(cfg)  # KataGo reads the search parameters here (loadParams) and dies on a bad profile
     log.write(f"nnRandSeed0 = {random.Random(seed).getrandbits(64)}")
     log.write(f"After dedups: nnModelFile0 = {model} useFP16 auto")
     log.write("Initializing neural net buffer to be size 19 * 19 allowing smaller boards")
+
+
+def _human_sl_profile(cfg: SimCfg) -> bool:
+    """Whether the cfg sets a human-SL profile; an unknown one aborts start-up as in KataGo."""
+    try:
+        return human_sl_profile(cfg.values.get("humanSLProfile", ""))
+    except OverrideError as err:
+        abort("StringError", str(err))
+        return False
+
+
+def human_sl_warning(log: Log, cfg: SimCfg, model: str) -> None:
+    """Setup::maybeWarnHumanSLParams at start-up: a profile in the cfg, a net without human-SL input (the sim's
+    nets never have one); to the log and to stderr. KataGo starts anyway; every query with overrideSettings
+    then fails on it."""
+    if _human_sl_profile(cfg):
+        log.write(human_sl_unused(model))
+        log.raw(human_sl_unused(model) + "\n")
 
 
 def check_model(model: str) -> None:

@@ -1,7 +1,8 @@
 """Compare the answers of two engines to the same query, keeping to what does not depend on the search.
 
 Compared, per query id:
-- error and warning lines: the same lines, byte for byte, in the same order;
+- error and warning lines, and any other line that is no analysis (an action's answer): the same lines, byte for
+  byte, in the same order;
 - final analysis lines (`isDuringSearch: false`): the same turn numbers, one line each; per line the same
   top-level keys, `id`, `turnNumber`, `rootInfo` keys and value types, `rootInfo.currentPlayer` and
   `rootInfo.visits`; `ownership`/`ownershipStdev`/`policy` lengths; which `policy` entries are -1 (the
@@ -49,7 +50,8 @@ def _kind(value: Any) -> str:
 
 
 def _notices(lines: list[str]) -> list[str]:
-    return [line for line in lines if '"error":' in line or '"warning":' in line]
+    """Error and warning lines, and answers that are no analysis (e.g. a `clear_cache` echo): compared as text."""
+    return [line for line in lines if '"error":' in line or '"warning":' in line or '"isDuringSearch":' not in line]
 
 
 def _finals(lines: list[str]) -> dict[int, list[dict[str, Any]]]:

@@ -70,7 +70,7 @@ def run_lines(spec: EngineSpec, lines: Sequence[str], timeout_s: float) -> list[
         cwd=REPO,
     )
     assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
-    payload = "".join(line + "\n" for line in lines).encode("utf-8")
+    payload = "".join(line + "\n" for line in lines).encode("utf-8", errors="surrogateescape")
     stdin, stderr_chunks = proc.stdin, []
 
     def write() -> None:
@@ -104,4 +104,4 @@ def run_lines(spec: EngineSpec, lines: Sequence[str], timeout_s: float) -> list[
         tail = "\n".join([line for line in log if ": Error: {" not in line and ": Warning: {" not in line][-30:])
         last = "\n".join(out.decode("utf-8", "replace").splitlines()[-4:])  # KataGo's fatal errors go to stdout
         raise RuntimeError(f"{spec.name} exited with {code} (timeout {timeout_s}s?):\n{tail}\nstdout ends:\n{last}")
-    return out.decode("utf-8").splitlines()
+    return out.decode("utf-8", errors="replace").split("\n")[:-1]  # KataGo's lines end in "\n" only

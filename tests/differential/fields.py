@@ -97,6 +97,8 @@ def rules_value(rng: random.Random) -> Any:
         return _rules_object(rng, rng.random() < 0.6)
     if roll < 0.9:
         text = json.dumps(_rules_object(rng, rng.random() < 0.6), separators=(",", rng.choice([":", ": "])))
+        if rng.random() < 0.1:  # KataGo's json::parse stops at a NUL byte: what follows is never read
+            text += "\u0000" + rng.choice(["", "junk", "}"])
         return text if rng.random() < 0.8 else " " + text
     if roll < 0.96:
         return rng.choice(BAD_RULE_NAMES)

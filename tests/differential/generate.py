@@ -15,6 +15,11 @@
 | `coords` | vertices written oddly: lower case, spaces, padding, `(x,y)` (off-board too), junk |
 | `types` | required fields missing, of the wrong type or out of range |
 | `unknown` | unknown and misspelt fields (warnings), `action`/`terminateId` on a query |
+| `lines` | lines a broken or hostile client sends: cut, bytes inserted (NUL, control characters, quotes, escapes,
+  literals, numbers), not objects, no string id, unknown actions, nested thousands of levels (`rawlines.py`) |
+| `numbers` | integers past int64/uint64 and doubles around 10^15 in every integer field, komi, rules, overrides,
+  unknown fields, and echoed by `clear_cache` (`edges.py`) |
+| `human` | `humanSLProfile` in `overrideSettings`: valid, unset and unknown profiles, with other keys |
 
 Every query asks for few visits (1 to 4, or the cfg's default) so that the real engine answers thousands fast.
 """
@@ -26,9 +31,13 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from kgserve.katago._nlohmann import NlohmannError
+from kgserve.katago._nlohmann import loads as nlohmann_loads
+from tests.differential.edges import human_settings, number_echo, number_fields
 from tests.differential.fields import FIELD_MAKERS, UNKNOWN_FIELDS, location_text, rules_value
 from tests.differential.games import Game, random_game
 from tests.differential.kos import ko_fight
+from tests.differential.rawlines import raw_line
 
 __all__ = ["CATEGORIES", "Case", "generate"]
 
@@ -44,6 +53,9 @@ CATEGORIES = {
     "coords": 0.06,
     "types": 0.05,
     "unknown": 0.03,
+    "lines": 0.08,
+    "numbers": 0.05,
+    "human": 0.02,
 }
 
 
@@ -51,7 +63,15 @@ CATEGORIES = {
 class Case:
     id: str
     category: str
-    line: str
+    line: str  # bytes that are not UTF-8 (`lines` only) as surrogate escapes: encode with "surrogateescape"
+
+    def query(self) -> dict[str, Any] | None:
+        """The request as KataGo reads it, when the line is an object (not for most `lines` cases)."""
+        try:  # as KataGo reads it
+            value = nlohmann_loads(self.line.encode("utf-8", errors="surrogateescape"))
+        except NlohmannError:
+            return None
+        return value if isinstance(value, dict) else None
 
 
 def _board_size(rng: random.Random, tiny: bool) -> tuple[int, int]:
@@ -147,6 +167,15 @@ def _unknown(case_id: str, rng: random.Random) -> dict[str, Any]:
     return body
 
 
+def _numbers(case_id: str, rng: random.Random) -> dict[str, Any]:
+    if rng.random() < 0.15:
+        return number_echo(rng, case_id)
+    game = _game(rng, tiny=True)
+    body = _base(case_id, rng, game)
+    number_fields(rng, body, len(game.moves))
+    return body
+
+
 def _body(category: str, case_id: str, rng: random.Random) -> dict[str, Any]:
     if category == "game":
         return _base(case_id, rng, _game(rng))
@@ -175,16 +204,27 @@ def _body(category: str, case_id: str, rng: random.Random) -> dict[str, Any]:
         return _coords(case_id, rng)
     if category == "types":
         return _types(case_id, rng)
+    if category == "numbers":
+        return _numbers(case_id, rng)
+    if category == "human":
+        body = _base(case_id, rng, _game(rng, tiny=True))
+        body["overrideSettings"] = human_settings(rng)
+        return body
     return _unknown(case_id, rng)
 
 
-def generate(seed: int, count: int) -> list[Case]:
+def generate(seed: int, count: int, only: tuple[str, ...] = ()) -> list[Case]:
+    """`count` seeded cases; `only`: from these categories alone (their weights kept)."""
     rng = random.Random(seed)
-    names, weights = zip(*CATEGORIES.items(), strict=True)
+    names, weights = zip(*[(name, w) for name, w in CATEGORIES.items() if not only or name in only], strict=True)
     cases = []
     for n in range(count):
         category = rng.choices(names, weights)[0]
         case_id = f"{category}-{seed}-{n}"
+        if category == "lines":
+            line = raw_line(case_id, rng, lambda: _base(case_id, rng, _game(rng, tiny=True)))  # noqa: B023
+            cases.append(Case(case_id, category, line))
+            continue
         body = _body(category, case_id, rng)
         keys = list(body)
         rng.shuffle(keys)  # KataGo's answers must not depend on the order of a query's fields

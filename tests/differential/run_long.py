@@ -10,7 +10,6 @@ differences in full; exits 1 when any case differs, 2 when the variables are uns
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -29,7 +28,7 @@ def table(report: Report, seconds: float) -> str:
         "| category | cases | KataGo: error | warning + analysis | analysis | differences |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for category in CATEGORIES:
+    for category in [name for name in CATEGORIES if report.categories[name]]:
         diffs = sum(1 for case in report.cases if case.category == category and case.id in report.diffs)
         counts = [report.outcomes[(category, o)] for o in ("error", "warning+analysis", "analysis")]
         rows.append(f"| {category} | {report.categories[category]} | " + " | ".join(map(str, counts)) + f" | {diffs} |")
@@ -45,7 +44,10 @@ def coverage(report: Report) -> str:
     case of a run without differences): how often the -1 entries of a policy had something to show."""
     counts: Counter[str] = Counter()
     for case in report.cases:
-        for req in parse_query(json.loads(case.line), Defaults(), lambda line: None):
+        query = case.query()
+        if query is None or not isinstance(query.get("id"), str) or isinstance(query.get("action"), str):
+            continue
+        for req in parse_query(query, Defaults(), lambda line: None):
             board, player = req.board, req.to_move
             counts["analysed positions"] += 1
             free = {loc for loc in req.illegal if board.stones[loc] == EMPTY and loc != board.ko_loc}
@@ -63,13 +65,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=int, default=5000)
     parser.add_argument("--show", type=int, default=20, help="differences printed in full")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per engine")
+    parser.add_argument("--only", default="", help="comma-separated categories to draw from (default: all)")
     args = parser.parse_args(argv)
     binary, model = os.environ.get("KGBENCH_KATAGO_BIN"), os.environ.get("KGBENCH_KATAGO_MODEL")
     if not binary or not model:
         print("set KGBENCH_KATAGO_BIN and KGBENCH_KATAGO_MODEL to a KataGo binary and network", file=sys.stderr)
         return 2
     start = time.monotonic()
-    report = run_differential(args.seed, args.cases, binary, model, args.timeout)
+    only = tuple(name for name in args.only.split(",") if name)
+    unknown = sorted(set(only) - set(CATEGORIES))
+    if unknown:
+        print(f"unknown categories {unknown}; they are {sorted(CATEGORIES)}", file=sys.stderr)
+        return 2
+    report = run_differential(args.seed, args.cases, binary, model, args.timeout, only)
     print(table(report, time.monotonic() - start))
     print()
     print(coverage(report))

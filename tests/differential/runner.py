@@ -1,4 +1,10 @@
-"""Send the same generated queries to the sim and to a real KataGo and collect the differences per case."""
+"""Send the same generated queries to the sim and to a real KataGo and collect the differences per case.
+
+Lines answered without an id (not JSON, not an object, no string id, an unknown action) are matched to their case
+by order: each case line is followed by a marker line that both engines answer with a known error line, and
+KataGo writes the lines it answers without an id in the order it reads them, as the sim does. Each engine's
+model path in its texts (a humanSLProfile the net does not use) reads `<model>`.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.conftest import SIM_MODEL
 from tests.differential.compare import differences, group_by_id
 from tests.differential.engines import katago_spec, run_lines, sim_spec
 from tests.differential.generate import Case, generate
@@ -23,7 +30,7 @@ class Report:
     cases: list[Case]
     diffs: dict[str, list[str]] = field(default_factory=dict)  # case id -> what differs
     outcomes: Counter[tuple[str, str]] = field(default_factory=Counter)  # (category, outcome) -> cases
-    stray: list[str] = field(default_factory=list)  # lines with an id no case has (or none at all)
+    stray: list[str] = field(default_factory=list)  # lines without an id after the last marker
     notices: Counter[str] = field(default_factory=Counter)  # KataGo's error and warning texts, by kind
 
     @property
@@ -50,9 +57,54 @@ def _notice_kind(line: str) -> str:
     return f"{kind} {field}: {' '.join(words[:6])}"
 
 
-def run_differential(seed: int, count: int, binary: str, model: str, timeout_s: float = 1800.0) -> Report:
-    cases = generate(seed, count)
-    lines = [case.line for case in cases]
+def _marker(index: int) -> str:
+    return f'["kgdiff-case-end",{index}]'
+
+
+def _marker_answer(index: int) -> str:
+    return "Request line was valid json but was not an object, ignoring: " + _marker(index)
+
+
+def _split(lines: list[str], count: int) -> tuple[list[str], list[list[str]], list[str]]:
+    """(lines with an id, the lines without one per case, those after the last marker)."""
+    with_id, segments, current = [], [[] for _ in range(count)], 0
+    leftover: list[str] = []
+    for line in lines:
+        value = json.loads(line)
+        if isinstance(value, dict) and "id" in value:
+            with_id.append(line)
+        elif current < count and value.get("error") == _marker_answer(current):
+            current += 1
+        else:
+            (segments[current] if current < count else leftover).append(line)
+    return with_id, segments, leftover
+
+
+def _compare(report: Report, outputs: dict[str, list[str]]) -> None:
+    cases = report.cases
+    real_lines, real_segments, real_left = _split(outputs["real"], len(cases))
+    sim_lines, sim_segments, sim_left = _split(outputs["sim"], len(cases))
+    real, sim = group_by_id(real_lines), group_by_id(sim_lines)
+    report.stray = [f"real: {line}" for line in real_left] + [f"sim: {line}" for line in sim_left]
+    for index, case in enumerate(cases):
+        real_answer = real.get(case.id, []) + real_segments[index]
+        found = differences(case.query(), real_answer, sim.get(case.id, []) + sim_segments[index])
+        if found:
+            report.diffs[case.id] = found
+        report.outcomes[(case.category, _outcome(real_answer))] += 1
+        report.notices.update(_notice_kind(line) for line in real_answer if '"error":' in line or '"warning":' in line)
+    known = {case.id for case in cases}
+    for other in sorted((set(real) | set(sim)) - known):  # an id no case has: a line whose id a mutation changed
+        found = differences(None, real.get(other, []), sim.get(other, []))
+        if found:
+            report.diffs[f"(no case) {other}"] = found
+
+
+def run_differential(
+    seed: int, count: int, binary: str, model: str, timeout_s: float = 1800.0, only: tuple[str, ...] = ()
+) -> Report:
+    cases = generate(seed, count, only)
+    lines = [text for index, case in enumerate(cases) for text in (case.line, _marker(index))]
     outputs: dict[str, list[str]] = {}
     errors: list[BaseException] = []
     with tempfile.TemporaryDirectory(prefix="kgdiff-") as tmp:
@@ -72,23 +124,8 @@ def run_differential(seed: int, count: int, binary: str, model: str, timeout_s: 
             thread.join()
     if errors:
         raise errors[0]
-    real, sim = group_by_id(outputs["real"]), group_by_id(outputs["sim"])
+    outputs["real"] = [line.replace(model, "<model>") for line in outputs["real"]]
+    outputs["sim"] = [line.replace(str(SIM_MODEL), "<model>") for line in outputs["sim"]]
     report = Report(seed, cases)
-    known = {case.id for case in cases}
-    report.stray = [
-        f"{name}: {line}"
-        for name, lines_by_id in (("real", real), ("sim", sim))
-        for key, found in lines_by_id.items()
-        if key not in known
-        for line in found
-    ]
-    for case in cases:
-        query = json.loads(case.line)
-        found = differences(query, real.get(case.id, []), sim.get(case.id, []))
-        if found:
-            report.diffs[case.id] = found
-        report.outcomes[(case.category, _outcome(real.get(case.id, [])))] += 1
-        report.notices.update(
-            _notice_kind(line) for line in real.get(case.id, []) if '"error":' in line or '"warning":' in line
-        )
+    _compare(report, outputs)
     return report

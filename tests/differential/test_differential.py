@@ -9,11 +9,14 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
 from tests.differential.compare import differences
+from tests.differential.engines import katago_spec, run_lines, write_cfg
 from tests.differential.generate import CATEGORIES, generate
+from tests.differential.hostile_lines import ANSWERS, LINES, answers_without_analysis
 from tests.differential.runner import run_differential
 
 SEED, CASES = 20261122, 400
@@ -25,7 +28,7 @@ def test_generator_is_seeded_and_covers_every_category() -> None:
     assert first == again and generate(SEED + 1, 300) != first
     assert len({case.id for case in first}) == 300
     assert set(Counter(case.category for case in first)) == set(CATEGORIES)
-    assert all(json.loads(case.line)["id"] == case.id for case in first)
+    assert all(json.loads(case.line)["id"] == case.id for case in first if case.category != "lines")
 
 
 def test_comparison_sees_a_changed_error_line_and_a_missing_key() -> None:
@@ -56,3 +59,14 @@ def test_sim_answers_generated_queries_as_katago_does() -> None:
     # the real engine both rejected and analysed a fair share, so the comparison covered both paths
     outcomes = Counter(outcome for (_, outcome), n in report.outcomes.items() for _ in range(n))
     assert outcomes["error"] > CASES // 5 and outcomes["analysis"] > CASES // 5
+
+
+@pytest.mark.katago
+def test_katago_still_answers_the_hostile_lines_as_recorded(tmp_path: Path) -> None:
+    """The answers tests/kgserve/sim/test_hostile_lines.py holds the sim to are what this KataGo prints."""
+    binary, model = os.environ.get("KGBENCH_KATAGO_BIN"), os.environ.get("KGBENCH_KATAGO_MODEL")
+    if not binary or not model:
+        pytest.skip(SKIP_REASON)
+    lines = [line.decode("utf-8", errors="surrogateescape") for line in LINES]
+    stdout = run_lines(katago_spec(tmp_path, binary, model), lines, 240.0)
+    assert answers_without_analysis(stdout, model, write_cfg(tmp_path)) == ANSWERS.read_text().splitlines()

@@ -149,3 +149,63 @@ def test_create_here_builds_without_qsub(stubs: Stubs, config_copy: Path) -> Non
     assert stubs.calls("qsub") == []
     assert [c["args"][0] for c in stubs.calls("enroot")][-2:] == ["export", "remove"]
     assert list((config_copy.parent / "logs").glob("enroot_create-*-here.log"))
+
+
+QUALIFY = str(RUNTIME / "qualify_node.pbs")
+
+
+def test_qualify_submits_itself_with_the_budget_in_its_walltime(stubs: Stubs, config_copy: Path) -> None:
+    result = stubs.run([QUALIFY, "--net", "katrain", "--budget", "45m"])
+    assert result.returncode == 0, result.stderr
+    [call] = stubs.calls("qsub")
+    args = call["args"]
+    assert "walltime=01:15:00" in args  # 45 minutes of budget + 30 for the container, the net and the report
+    assert args[-1] == QUALIFY
+    assert f"KG_REPO={REPO},KG_CONFIG={config_copy},KG_QUALIFY_NET=katrain,KG_QUALIFY_BUDGET=45m,KG_SUBMITTED=1" in args
+    assert stubs.calls("enroot") == []
+    bad = stubs.run([QUALIFY, "--budget", "soon"])
+    assert bad.returncode == 1 and "--budget soon" in bad.stderr and stubs.calls("qsub") == [call]
+
+
+def test_qualify_job_runs_the_qualification_in_a_fresh_container(stubs: Stubs, config_copy: Path) -> None:
+    settings = load_settings(config_copy)
+    assert settings.cluster is not None
+    settings.cluster.image_path.write_bytes(b"hsqs stub\n")
+    job = {"PBS_JOBID": "77.pbs", "KG_REPO": str(REPO), "KG_QUALIFY_NET": "synthetic:b40c768nbt"}
+    result = stubs.run([QUALIFY], extra_env=job)
+    assert result.returncode == 0, result.stderr
+    enroot = [call["args"] for call in stubs.calls("enroot")]
+    assert [args[0] for args in enroot] == ["create", "start", "remove"]
+    start = enroot[1]
+    command = shlex.split(start[-1])
+    assert command[command.index("exec") + 1 :][:3] == [f"{settings.cluster.venv}/bin/python", "-m", "kgbench.qualify"]
+    assert "--net" in command and command[command.index("--net") + 1] == "synthetic:b40c768nbt"
+    out = command[command.index("--out") + 1]
+    assert out.startswith(str(config_copy.parent / "logs" / "qualify-")) and out.endswith("-77")
+    assert enroot[2][:2] == ["remove", "--force"]  # the job's own container never outlives it
+
+
+def test_qualify_here_runs_without_qsub_or_enroot(stubs: Stubs, config_copy: Path) -> None:
+    result = stubs.run([QUALIFY, "--here", "--dry-run", "--net", "katrain", "--budget", "10m"])
+    assert result.returncode == 0, result.stderr
+    assert "-m kgbench.qualify" in result.stdout and "--net katrain --budget 10m" in result.stdout
+    assert stubs.calls("qsub") == [] and stubs.calls("enroot") == []
+
+
+def test_build_katago_refuses_what_it_cannot_build(tmp_path: Path) -> None:
+    """runtime/build_katago.sh without a source tarball, or without nvcc: one clear line, nothing written."""
+    import subprocess
+
+    script = str(RUNTIME / "build_katago.sh")
+    missing = subprocess.run([script, str(tmp_path / "none.tar.gz")], capture_output=True, text=True, timeout=30)
+    assert missing.returncode == 1 and "no source tarball at" in missing.stderr
+    tarball = tmp_path / "src.tar.gz"
+    tarball.write_bytes(b"")
+    no_nvcc = subprocess.run(
+        [script, str(tarball), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={"PATH": "/usr/bin:/bin"},
+    )
+    assert no_nvcc.returncode == 1 and "nvcc not found" in no_nvcc.stderr and not (tmp_path / "out").exists()

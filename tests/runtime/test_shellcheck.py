@@ -19,6 +19,8 @@ def test_the_runtime_scripts_exist() -> None:
         "runtime/enroot_start.pbs",
         "runtime/fetch_katago.sh",
         "runtime/serve_analysis.sh",
+        "runtime/qualify_node.pbs",
+        "runtime/build_katago.sh",
     }
 
 

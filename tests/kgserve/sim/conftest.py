@@ -9,7 +9,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +100,9 @@ def start_sim(tmp_path: Path) -> Iterator[Callable[..., Sim]]:
         sim.kill()
 
 
-def run_lines(cfg: Path, lines: list[str], speed: float = 200.0, pauses: list[float] | None = None, **env: str) -> Run:
+def run_lines(
+    cfg: Path, lines: Sequence[str | bytes], speed: float = 200.0, pauses: list[float] | None = None, **env: str
+) -> Run:
     sim = Sim(cfg, sim_env(speed, **env))
     try:
         for i, line in enumerate(lines):
