@@ -126,31 +126,13 @@ async def _watch_disconnect(receive: Receive, events: EventChannel[Event]) -> No
 class Exchange:
     """One request's run; `run()` leaves its outcome in `state["outcome"]` (the access log's)."""
 
+    # fmt: off
     __slots__ = (
-        "_gone",
-        "_released",
-        "_tasks",
-        "_timers",
-        "analysis",
-        "buffered",
-        "cancelled",
-        "cut_notes",
-        "deadline_hit",
-        "died",
-        "events",
-        "extra_headers",
-        "gone",
-        "outbox",
-        "pending",
-        "plan",
-        "receive",
-        "scope",
-        "slow",
-        "state",
-        "status",
-        "streams",
-        "unavailable",
+        "_gone", "_released", "_tasks", "_timers", "analysis", "buffered", "cancelled", "cut_notes", "deadline_hit",
+        "died", "events", "extra_headers", "gone", "outbox", "pending", "plan", "receive", "scope", "slow", "state",
+        "status", "streams", "unavailable",
     )
+    # fmt: on
 
     def __init__(self, plan: Plan, state: dict[str, Any], scope: Scope, receive: Receive, send: Send) -> None:
         self.plan = plan
