@@ -37,6 +37,7 @@ from kgbench.decide.cfgwrite import atomic_write_text, set_engine_backend, unifi
 from kgbench.decide.scratch import DEFAULT_SCRATCH_DIR, ScratchRuntime, scratch_runtime, serve_command
 from kgbench.decide.selection import OBJECTIVES, Candidate, Selection, choose_winner, format_table, rule_text
 from kgbench.track.schema import (
+    GIT_COMMIT,
     KATAGO_VERSION,
     MODEL_FILE,
     MODEL_SHA256,
@@ -98,7 +99,7 @@ def build_header_fields(
             "simulated": "true" if winner.simulated else "false",
             "synthetic_net": "true" if winner.synthetic else "false",
             "config": winner.label,
-            "git_commit": tags.get("git_commit", ""),
+            "git_commit": tags.get(GIT_COMMIT, ""),
             "rule": (rule or rule_text()) + (f"; SLO p99 <= {slo_p99_ms:g} ms" if slo_p99_ms is not None else ""),
         }
     )

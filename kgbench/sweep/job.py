@@ -17,10 +17,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep import modes
 from kgbench.sweep.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.grouping import build_key
 from kgbench.sweep.progress import JobProgress
 from kgbench.sweep.render import RenderError
-from kgbench.sweep.spec import JobFailure, Prepared, check_engine_files, prepare, section
+from kgbench.sweep.spec import Prepared, check_engine_files, prepare, section
 from kgbench.targets.base import TargetError
 from kgbench.track import tracking
 from kgbench.track.gpu import gpu_name
@@ -28,6 +29,7 @@ from kgbench.track.schema import (
     BACKEND,
     BUILD_GROUP,
     COLD_START,
+    GIT_COMMIT,
     HYDRA_OVERRIDES,
     INVALID,
     JOB_KEY,
@@ -110,7 +112,7 @@ def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
         MODE: str(cfg.get("mode", "load")),
         HYDRA_OVERRIDES: ctx.label,
         "host": tracking.host_name(),
-        "git_commit": tracking.git_commit(),
+        GIT_COMMIT: tracking.git_commit(),
         "gpu_name": gpu_name() or "none",
         UNSTABLE: flag(False),
         INVALID: flag(False),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kgbench.load.ledger import LEDGER_NAME, LedgerError, PositionLedger
 from kgbench.load.traffic import QuerySource
-from kgbench.sweep.spec import JobFailure
+from kgbench.sweep.failure import JobFailure
 from kgbench.track.schema import POSITIONS, POSITIONS_LEDGER
 
 __all__ = ["job_queries", "position_metrics"]

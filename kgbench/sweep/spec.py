@@ -1,10 +1,6 @@
 """What one job runs with, worked out before anything starts: the rendered KataGo cfg, the job's kgserve config
 and its transport, mode and engine count (``prepare``). Every problem found here is one line (RenderError,
 ConfigError or JobFailure), so a job fails before any engine starts.
-
-`JobFailure` is the sweep's: raised wherever a job meets a failure that leaves it without figures (its spec, its
-positions, its measurement); `kgbench.sweep.job.run_job` records the one-line reason in the job's MLflow run and
-the sweep goes on.
 """
 
 from __future__ import annotations
@@ -17,16 +13,13 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep.engine_choice import apply_engine_choice
+from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.render import Rendered, render_cfg
 from kgserve.katago.netfile import is_synthetic_model
 from kgserve.preflight import startup_problems
 from kgserve.settings import DEFAULT_CONFIG_PATH, Settings, load_settings
 
-__all__ = ["JobFailure", "Prepared", "check_engine_files", "job_settings_yaml", "prepare", "section"]
-
-
-class JobFailure(RuntimeError):
-    """A job that cannot produce figures; the message is the one-line failure reason."""
+__all__ = ["Prepared", "check_engine_files", "job_settings_yaml", "prepare", "section"]
 
 
 @dataclass

@@ -20,6 +20,7 @@ __all__ = [
     "BUILD_GROUP",
     "COLD_START",
     "FAILURE_REASON",
+    "GIT_COMMIT",
     "GPU_METRICS_ABSENT",
     "HYDRA_OVERRIDES",
     "INVALID",
@@ -80,6 +81,7 @@ JOB_KEY = "kgbench.job_key"  # a remote launcher's key for the job (kgbench.swee
 
 # what a job ran
 HYDRA_OVERRIDES = "hydra_overrides"  # the job's overrides, as its run is named
+GIT_COMMIT = "git_commit"  # the checkout's commit (-dirty when it had changes)
 BACKEND = "backend"
 MODE = "mode"
 SIMULATED = "simulated"  # "true": figures of the simulated engine (kgserve.engine.client.is_simulated)

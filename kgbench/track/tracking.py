@@ -29,6 +29,7 @@ from kgbench.track.mlflow_ui import label_experiment
 from kgbench.track.plots import write_plots
 from kgbench.track.schema import (
     FAILURE_REASON,
+    GIT_COMMIT,
     HYDRA_OVERRIDES,
     INVALID,
     INVALID_REASON,
@@ -134,7 +135,7 @@ def create_sweep_run(client: MlflowClient, experiment: str, sweep_id: str, overr
             SWEEP_ID: sweep_id,
             HYDRA_OVERRIDES: overrides,
             "host": host_name(),
-            "git_commit": git_commit(),
+            GIT_COMMIT: git_commit(),
         },
     )
     return str(run.info.run_id)

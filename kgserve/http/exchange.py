@@ -12,9 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import AsyncIterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from collections.abc import AsyncIterable
+from typing import Any, Generic, Protocol, TypeVar
 
 from starlette.types import Receive, Scope, Send
 
@@ -69,14 +68,14 @@ def is_analysis_line(line: bytes) -> bool:
     return span is not None and line_kind(line, span[1]) in ("final", "partial")
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
-    """What one request runs, decided by the intake."""
+class Plan(Protocol):
+    """What one request runs, decided by the intake (kgserve.http.analysis.AnalysisResponse is one: no object of
+    its own per request)."""
 
     pool: EngineClient
     admission: Admission
-    queries: Sequence[Query]
-    rejections: Sequence[bytes]
+    queries: list[Query]
+    rejections: list[bytes]
     deadline_s: float
     raw_headers: list[tuple[bytes, bytes]]
     terminate_grace_s: float
@@ -126,6 +125,14 @@ async def _watch_disconnect(receive: Receive, events: EventChannel[Event]) -> No
 
 class Exchange:
     """One request's run; `run()` leaves its outcome in `state["outcome"]` (the access log's)."""
+
+    # fmt: off
+    __slots__ = (
+        "_gone", "_released", "_tasks", "_timers", "analysis", "buffered", "cancelled", "cut_notes", "deadline_hit",
+        "died", "events", "extra_headers", "gone", "outbox", "pending", "plan", "receive", "scope", "slow", "state",
+        "status", "streams", "unavailable",
+    )
+    # fmt: on
 
     def __init__(self, plan: Plan, state: dict[str, Any], scope: Scope, receive: Receive, send: Send) -> None:
         self.plan = plan
@@ -186,7 +193,29 @@ class Exchange:
             self._submit_all()
             loop = asyncio.get_running_loop()
             self._timers.append(loop.call_later(self.plan.deadline_s, self.events.put_nowait, ("deadline", -1, None)))
-            await self._serve_events()
+            events = self.events
+            pending = self.pending
+            while pending:  # one frame fewer between the event loop and each event than a coroutine of its own
+                kind, index, payload = await events.get()
+                if kind == "line":
+                    if self.status is not None:
+                        self._body(payload + b"\n")
+                    else:
+                        self.buffered.append(payload)
+                        if is_analysis_line(payload):
+                            self.analysis = True
+                            self._flush(200)
+                elif kind == "done":
+                    pending.discard(index)
+                elif kind == "died" and index in pending:
+                    self._query_died(index, payload)
+                elif kind == "deadline":
+                    self._deadline()
+                elif kind == "stuck":
+                    self._stuck()
+                elif kind in ("disconnect", "sent"):  # "sent": a send failed
+                    self.gone = True
+                    break
             self._release()
             if not self.gone:
                 await self._finish()
@@ -219,32 +248,10 @@ class Exchange:
             else:
                 self._tasks.append(asyncio.create_task(_pump(index, stream, self.events)))
 
-    async def _serve_events(self) -> None:
-        events = self.events
-        pending = self.pending
-        while pending:
-            kind, index, payload = await events.get()
-            if kind == "line":
-                if self.status is not None:
-                    self._body(payload + b"\n")
-                else:
-                    self.buffered.append(payload)
-                    if is_analysis_line(payload):
-                        self.analysis = True
-                        self._flush(200)
-            elif kind == "done":
-                pending.discard(index)
-            elif kind == "died" and index in pending:
-                self._query_died(index, payload)
-            elif kind == "deadline":
-                self._deadline()
-            elif kind == "stuck":
-                message = f"kgserve: the engine did not answer terminate within {self.plan.terminate_grace_s:g}s"
-                for stuck_index in sorted(pending):
-                    events.put_nowait(("died", stuck_index, message))
-            elif kind in ("disconnect", "sent"):  # "sent": a send failed
-                self.gone = True
-                return
+    def _stuck(self) -> None:
+        message = f"kgserve: the engine did not answer terminate within {self.plan.terminate_grace_s:g}s"
+        for index in sorted(self.pending):
+            self.events.put_nowait(("died", index, message))
 
     def _query_died(self, index: int, text: str) -> None:
         self.pending.discard(index)

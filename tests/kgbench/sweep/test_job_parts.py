@@ -13,8 +13,9 @@ from omegaconf import DictConfig
 from kgbench.__main__ import CONF_DIR, rewrite_overrides
 from kgbench.load.types import LevelSummary, RequestRecord
 from kgbench.sweep import state
+from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.render import RenderError
-from kgbench.sweep.spec import JobFailure, check_engine_files, prepare
+from kgbench.sweep.spec import check_engine_files, prepare
 from kgbench.track import summary, tracking
 from kgbench.track.plots import write_plots
 from kgserve.settings import load_settings

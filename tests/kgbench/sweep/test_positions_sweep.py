@@ -11,8 +11,8 @@ import pytest
 
 from kgbench.decide import report
 from kgbench.load.ledger import LEDGER_NAME
+from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.positions import job_queries
-from kgbench.sweep.spec import JobFailure
 from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 
 
