@@ -278,7 +278,7 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     print(verdict_line(selection, "would promote" if args.dry_run else "promoted"))
     where = _where(target, winner.backend)
     if args.dry_run:
-        print(f"dry run: nothing written, no run tagged (it would write {where}; --diff shows the changes)")
+        print(f"dry run: nothing written, no run tagged; it would write {where}; --diff shows the changes")
         return 0
     _write_both(cfg_path, old_cfg, new_cfg, config_path, old_config, new_config)
     previous: list[str] = []
@@ -305,10 +305,8 @@ class _Target:
 def _where(target: _Target, backend: str) -> str:
     if target.scratch is None:
         return f"{shown_path(target.cfg_path)} and engine.backend: {backend} in {shown_path(target.config_path)}"
-    return (
-        f"the scratch runtime {shown_path(target.scratch.directory)}/ ({target.why}; the tracked "
-        f"{DEFAULT_CONFIG_PATH.parent.name}/ files stay as they are)"
-    )
+    tracked = DEFAULT_CONFIG_PATH.parent.name
+    return f"the scratch runtime {shown_path(target.scratch.directory)}/ ({target.why}; {tracked}/ files untouched)"
 
 
 def _target(args: argparse.Namespace, settings: Settings, winner: Candidate, run: Run, scratch: str | None) -> _Target:

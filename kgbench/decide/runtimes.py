@@ -125,7 +125,7 @@ def choose_runs(
         if not pool and same_config and all(_flagged(r, SYNTHETIC_NET) for r in same_config):
             pool, scratch = same_config, "a synthetic net's runs never go into a runtime config in place"
         elif not pool and same_config and not config_named and all(_flagged(r, SIMULATED) for r in same_config):
-            pool, scratch = same_config, "a simulated sweep; name --config to write it elsewhere"
+            pool, scratch = same_config, "a simulated sweep"
     if not pool:
         theirs = list({ids[r.info.run_id].group: ids[r.info.run_id] for r in runs}.values())
         described = "; ".join(f"{rt.describe()} ({misfit(rt, settings)})" for rt in theirs[:_LISTED])
