@@ -4,7 +4,8 @@ KataGo keys are plain top-level names (`nnMaxBatchSize=64,128,256`). Hydra only 
 override keys that the composed config already has, so plain `name=value` overrides that are not config
 groups are passed to Hydra as `++name=value` (set or add): a key no group sets (`nnRandomize=false`) works
 too, and a misspelt one (`nnMaxBatchSze=64`) reaches kgbench's validation, which names the closest valid
-key, instead of a Hydra struct error. The exit status is 0 when at least one job succeeded.
+key, instead of a Hydra struct error. The exit status is 0 when at least one job succeeded, 1 when none did, 2 when
+none could start (nothing recorded: kgbench.sweep.preflight).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from kgbench.sweep import state
+from kgbench.sweep import preflight, state
 from kgbench.sweep.job import context_from_hydra, run_job
 from kgbench.track.tracking import use_configured_uri
 from kgserve.paths import PROJECT_ROOT
@@ -53,10 +54,16 @@ def with_grid_sweeper(args: Sequence[str]) -> list[str]:
 
 
 def job_function(cfg: DictConfig) -> float:
-    """The plain job function: run one job, never raise, return its req/s (NaN when it failed)."""
+    """The plain job function: run one job, never raise, return its req/s (NaN when it failed). A single run (no
+    -m) whose engine cannot start is refused before anything is recorded, as a sweep is (kgbench.sweep.preflight)."""
     use_configured_uri(cfg.get("mlflow", {}).get("tracking_uri"))
+    ctx = context_from_hydra()
+    if ctx.sweep_dir is None and (refusal := preflight.plan([(ctx.label, cfg)]).refusal()) is not None:
+        print(f"kgbench: {refusal}", file=sys.stderr, flush=True)
+        state.refuse(refusal)
+        return math.nan
     try:
-        outcome = run_job(cfg, context_from_hydra())
+        outcome = run_job(cfg, ctx)
     except KeyboardInterrupt:
         raise
     except Exception as exc:  # run_job does not raise; this is the last line of defence for the sweep

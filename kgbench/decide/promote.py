@@ -3,26 +3,32 @@
     python -m kgbench.promote [--sweep ID] [--experiment NAME] [--run ID] [--slo-p99-ms X]
                               [--objective req_per_s|goodput] [--slo-ms X]
                               [--allow-simulated] [--allow-synthetic] [--config runtime/config.yaml]
-                              [--runtime-dir DIR] [--dry-run]
+                              [--runtime-dir DIR] [--dry-run] [--explain] [--diff]
 
-1. picks the winner among the sweep's runs by the rule in kgbench.decide.selection (printed with the decision and the
-   table): overlapping 95% intervals are ties, broken by the lower p99; the objective is req/s, or goodput
-   (req/s finished within --slo-ms; default: the SLO each run logged, load.slo_ms);
-2. writes its `katago.cfg` artifact to engine.cfg (runtime/katago_serving.cfg) atomically, under a
-   `# kgbench-promote:` provenance header (kgserve.provenance), and prints a diff against the old cfg;
-3. sets engine.backend in runtime/config.yaml (only that value changes; comments stay);
-4. tags the run promoted=true and the previously promoted run(s) promoted=false.
+1. keeps the sweep's runs of the runtime it writes (kgbench.decide.runtimes: the same runtime config, backend
+   family, model and machine) and refuses, naming both, when there are none: after a CPU or a simulated sweep, a
+   plain promote never touches the tracked GPU files;
+2. picks the winner among them by the rule in kgbench.decide.selection (`--explain` prints the rule, every run's
+   verdict and the decision): overlapping 95% intervals are ties, broken by the lower p99; the objective is req/s,
+   or goodput (req/s finished within --slo-ms; default: the SLO each run logged, load.slo_ms);
+3. writes its `katago.cfg` artifact to engine.cfg (runtime/katago_serving.cfg) atomically, under a
+   `# kgbench-promote:` provenance header (kgserve.provenance) (`--diff` prints the change);
+4. sets engine.backend in runtime/config.yaml (only that value changes; comments stay);
+5. tags the run promoted=true and the previously promoted run(s) promoted=false;
+6. says what it did in one line (kgbench.decide.verdict), and how to serve it.
 A synthetic net's winner (with --allow-synthetic: random weights, a throughput test) always goes to a scratch
 runtime with engine.throughput_test set: the tracked runtime never serves one.
-A simulated winner (with --allow-simulated) and no --config, or --runtime-dir DIR, write steps 2-3 into a
-scratch runtime instead (runtime/scratch/ by default, git-ignored; see kgbench.decide.scratch) and tag the
-run kgbench.promoted_scratch=<its config>; the tracked runtime/ files and promoted tags stay as they are.
+A simulated sweep (with --allow-simulated) and no --config, or --runtime-dir DIR, write steps 3-4 into a
+scratch runtime instead (runtime/scratch/ by default, git-ignored; see kgbench.decide.scratch) with the KataGo
+and model the runs named on the command line, and tag the run promoted=scratch and
+kgbench.promoted_scratch=<its config>; the tracked runtime/ files and their promoted=true run stay as they are.
 Exit status: 0 promoted (or dry run), 1 nothing eligible / refused, 2 bad configuration or arguments.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -34,9 +40,14 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.decide import runs as runlib
 from kgbench.decide.cfgwrite import atomic_write_text, set_engine_backend, unified_diff
+from kgbench.decide.runtimes import CrossRuntime, RuntimeChoice, choose_runs, shown_path
 from kgbench.decide.scratch import DEFAULT_SCRATCH_DIR, ScratchRuntime, scratch_runtime, serve_command
 from kgbench.decide.selection import OBJECTIVES, Candidate, Selection, choose_winner, format_table, rule_text
+from kgbench.decide.verdict import verdict_line
+from kgbench.track.runtime_id import this_machine
 from kgbench.track.schema import (
+    ENGINE_BINARY,
+    ENGINE_MODEL,
     GIT_COMMIT,
     KATAGO_VERSION,
     MODEL_FILE,
@@ -45,6 +56,7 @@ from kgbench.track.schema import (
     PROMOTED,
     PROMOTED_RUN,
     PROMOTED_SCRATCH,
+    PROMOTED_SCRATCH_VALUE,
     SWEEP_ID,
 )
 from kgserve.provenance import render_header, split_header
@@ -115,29 +127,46 @@ def _download_cfg(client: MlflowClient, run_id: str) -> str:
         return Path(local).read_text(encoding="utf-8")
 
 
-def _select(client: MlflowClient, args: argparse.Namespace) -> tuple[Selection, str]:
+@dataclass(frozen=True, slots=True)
+class _Chosen:
+    selection: Selection
+    sweep_id: str
+    runs: RuntimeChoice  # the runs the rule chose among, of the runtime promote writes
+    explained: list[str]  # what --explain prints before the verdict
+
+
+def _select(client: MlflowClient, args: argparse.Namespace, settings: Settings) -> _Chosen:
+    explained: list[str] = []
     if args.run:
         run = client.get_run(args.run)
         sweep_id = run.data.tags.get(SWEEP_ID) or run.data.tags.get(PARENT_RUN) or "-"
         runs = [run]
-        print(f"run {args.run} chosen explicitly (the rule still applies to it)")
+        explained.append(f"run {args.run} chosen explicitly (the rule still applies to it)")
     else:
         parent = runlib.find_sweep(client, args.experiment, args.sweep)
         sweep_id = runlib.sweep_id_of(parent)
         runs = runlib.sweep_children(client, parent)
-        print(f"sweep {sweep_id} (parent run {parent.info.run_id}): {len(runs)} runs")
+        explained.append(f"sweep {sweep_id} (parent run {parent.info.run_id}): {len(runs)} runs")
         if parent.info.status == "RUNNING":
             print(f"warning: sweep {sweep_id} is still running (or was killed): its later jobs are missing",
                   file=sys.stderr)  # fmt: skip
     if not runs:
         raise PromoteError(f"sweep {sweep_id} has no job runs")
-    cands = runlib.candidates(runs)
+    chosen = choose_runs(
+        runs,
+        settings,
+        scratch_requested=args.runtime_dir is not None,
+        config_named=args.config is not None,
+        here=this_machine(),
+        sweep=sweep_id,
+    )
+    cands = runlib.candidates(chosen.runs)
     if args.objective == "goodput" and args.slo_ms is not None:
-        cands = runlib.goodput_at(client, runs, cands, args.slo_ms)
+        cands = runlib.goodput_at(client, chosen.runs, cands, args.slo_ms)
     selection = choose_winner(
         cands, args.slo_p99_ms, args.allow_simulated, args.objective, allow_synthetic=args.allow_synthetic
     )
-    return selection, sweep_id
+    return _Chosen(selection, sweep_id, chosen, explained)
 
 
 def _rule(args: argparse.Namespace) -> str:
@@ -157,6 +186,17 @@ def _retag(client: MlflowClient, winner: Run) -> list[str]:
     if parent_id:
         client.set_tag(parent_id, PROMOTED_RUN, winner.info.run_id)
     return previous
+
+
+def _retag_scratch(client: MlflowClient, winner: Run, config_path: Path) -> None:
+    """The winner serves the scratch runtime (promoted=scratch, unless the tracked runtime serves it too); the runs
+    that served that scratch runtime before no longer do."""
+    for run in runlib.scratch_promoted_runs(client, [winner.info.experiment_id], str(config_path)):
+        if run.info.run_id != winner.info.run_id and run.data.tags.get(PROMOTED) == PROMOTED_SCRATCH_VALUE:
+            client.set_tag(run.info.run_id, PROMOTED, "false")
+    client.set_tag(winner.info.run_id, PROMOTED_SCRATCH, str(config_path))
+    if winner.data.tags.get(PROMOTED) != "true":
+        client.set_tag(winner.info.run_id, PROMOTED, PROMOTED_SCRATCH_VALUE)
 
 
 def _write_both(
@@ -179,51 +219,48 @@ def _write_both(
         raise PromoteError(f"cannot write {config_path}: {exc}; {cfg_path} restored, nothing changed") from exc
 
 
+def _refusal(selection: Selection, sweep_id: str) -> PromoteError:
+    hint = " (simulated runs need --allow-simulated)" if selection.only_simulated_blocked() else ""
+    if selection.only_synthetic_blocked():
+        hint = " (runs of a synthetic net need --allow-synthetic: a throughput test, promoted to a scratch runtime)"
+    if all(v.candidate.extra.get("mode") == "engine" for v in selection.verdicts):
+        hint = " (a mode=engine sweep measures `katago benchmark`, not serving: promote a load sweep)"
+    reasons = sorted({v.reason for v in selection.verdicts if v.reason})
+    why = f": {'; '.join(reasons[:4])}" if reasons else ""
+    return PromoteError(f"no run of sweep {sweep_id} satisfies the rule{why}{hint}; nothing promoted")
+
+
 def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) -> int:
-    selection, sweep_id = _select(client, args)
-    print(f"rule: {_rule(args)}" + (f" (SLO: p99 <= {args.slo_p99_ms:g} ms)" if args.slo_p99_ms is not None else ""))
-    print(format_table(selection))
-    if selection.decision is not None:
-        print(f"decision: {selection.decision.explanation}")
+    chosen = _select(client, args, settings)
+    selection, sweep_id = chosen.selection, chosen.sweep_id
+    if args.explain:
+        print("\n".join(chosen.explained))
+        slo = f" (SLO: p99 <= {args.slo_p99_ms:g} ms)" if args.slo_p99_ms is not None else ""
+        print(f"rule: {_rule(args)}{slo}")
+        print(format_table(selection))
+        if selection.decision is not None:
+            print(f"decision: {selection.decision.explanation}")
+    if chosen.runs.left_out:
+        print(chosen.runs.left_out_line())
     winner = selection.winner
     if winner is None:
-        hint = " (simulated runs need --allow-simulated)" if selection.only_simulated_blocked() else ""
-        if selection.only_synthetic_blocked():
-            hint = " (runs of a synthetic net need --allow-synthetic: a throughput test, promoted to a scratch runtime)"
-        if all(v.candidate.extra.get("mode") == "engine" for v in selection.verdicts):
-            hint = " (a mode=engine sweep measures `katago benchmark`, not serving: promote a load sweep)"
-        raise PromoteError(f"no run of sweep {sweep_id} satisfies the rule{hint}; nothing promoted")
+        raise _refusal(selection, sweep_id)
     if winner.backend not in settings.engine.backends:
         raise PromoteError(
             f"the winner's backend {winner.backend!r} is not configured under engine.backends in "
             f"{settings.source}; nothing promoted"
         )
     run = client.get_run(winner.run_id)
-    print(
-        f"\nwinner: run {winner.run_id} backend={winner.backend} req/s={_fmt(winner.req_per_s)} "
-        f"p99={_fmt(winner.p99_ms)} ms {winner.label}"
-    )
     if winner.simulated:
-        print(f"\n!!! {SIMULATED_WARNING} !!!\n", file=sys.stderr)
+        print(f"!!! {SIMULATED_WARNING} !!!", file=sys.stderr)
     elif winner.synthetic:
-        print(f"\n!!! {SYNTHETIC_WARNING} !!!\n", file=sys.stderr)
-    model_tag = run.data.tags.get(MODEL_FILE, "")
-    served_model = settings.engine.model_for(winner.backend)
-    if model_tag and Path(model_tag).name != served_model.name:
-        print(f"warning: the run used model {model_tag} but config.yaml serves {served_model}", file=sys.stderr)
+        print(f"!!! {SYNTHETIC_WARNING} !!!", file=sys.stderr)
 
     _, body = split_header(_download_cfg(client, winner.run_id))
     new_cfg = render_header(build_header_fields(run, winner, sweep_id, args.slo_p99_ms, _rule(args)), body)
-    target = _target(args, settings, winner)
+    target = _target(args, settings, winner, run, chosen.runs.scratch)
     cfg_path, config_path = target.cfg_path, target.config_path
-    if target.scratch is not None:
-        print(
-            f"promoting into the scratch runtime {target.scratch.directory} ({_scratch_reason(args, winner)}); "
-            f"the tracked {DEFAULT_CONFIG_PATH.parent.name}/ files stay as they are"
-        )
     old_cfg = cfg_path.read_text(encoding="utf-8") if cfg_path.exists() else ""
-    print(unified_diff(old_cfg, new_cfg, f"{cfg_path} (before)", f"{cfg_path} (promoted)") or "cfg unchanged")
-
     old_config = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
     if target.scratch is not None:
         new_config = target.scratch.config_text
@@ -232,26 +269,29 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
             new_config = set_engine_backend(old_config, winner.backend)
         except ValueError as exc:
             raise PromoteError(f"cannot set engine.backend in {config_path}: {exc}") from exc
-    print(
-        unified_diff(old_config, new_config, str(config_path), f"{config_path} (promoted)")
-        or f"{config_path}: engine.backend already {winner.backend}"
-    )
+    if args.diff:
+        print(unified_diff(old_cfg, new_cfg, f"{cfg_path} (before)", f"{cfg_path} (promoted)") or "cfg unchanged")
+        print(
+            unified_diff(old_config, new_config, str(config_path), f"{config_path} (promoted)")
+            or f"{config_path}: engine.backend already {winner.backend}"
+        )
 
+    print(verdict_line(selection, "would promote" if args.dry_run else "promoted"))
+    where = _where(target, winner.backend)
     if args.dry_run:
-        print("dry run: nothing written, no run tagged")
+        print(f"dry run: nothing written, no run tagged; it would write {where}; --diff shows the changes")
         return 0
     _write_both(cfg_path, old_cfg, new_cfg, config_path, old_config, new_config)
     previous: list[str] = []
     if target.scratch is not None:
         # the tracked runtime still serves what it served: its promoted=true run keeps its tag
-        client.set_tag(winner.run_id, PROMOTED_SCRATCH, str(config_path))
+        _retag_scratch(client, run, config_path)
     else:
         previous = _retag(client, run)
-    print(f"promoted run {winner.run_id} -> {cfg_path}; engine.backend = {winner.backend} in {config_path}")
-    if previous:
-        print(f"previously promoted run(s) now tagged promoted=false: {', '.join(previous)}")
     explicit = args.config is not None or target.scratch is not None
-    print(f"serve it with: {serve_command(config_path) if explicit else 'python -m kgserve'}")
+    serve = serve_command(config_path) if explicit else "python -m kgserve"
+    untagged = f"; run(s) {', '.join(p[:8] for p in previous)} no longer promoted" if previous else ""
+    print(f"wrote {where}{untagged}; serve it with: {serve}")
     return 0
 
 
@@ -260,29 +300,39 @@ class _Target:
     cfg_path: Path
     config_path: Path
     scratch: ScratchRuntime | None  # None: the config file given (or runtime/config.yaml) and its cfg
+    why: str = ""  # why a scratch runtime
 
 
-def _target(args: argparse.Namespace, settings: Settings, winner: Candidate) -> _Target:
-    """Where the promotion is written: the scratch runtime for --runtime-dir, or for a simulated winner
-    when no --config was named; otherwise the runtime config itself (edited in place) and its cfg."""
-    if args.runtime_dir is not None or winner.synthetic or (winner.simulated and args.config is None):
-        scratch = scratch_runtime(settings, winner.backend, args.runtime_dir, throughput_test=winner.synthetic)
-        return _Target(scratch.cfg_path, scratch.config_path, scratch)
+def _where(target: _Target, backend: str) -> str:
+    if target.scratch is None:
+        return f"{shown_path(target.cfg_path)} and engine.backend: {backend} in {shown_path(target.config_path)}"
+    tracked = DEFAULT_CONFIG_PATH.parent.name
+    return f"the scratch runtime {shown_path(target.scratch.directory)}/ ({target.why}; {tracked}/ files untouched)"
+
+
+def _target(args: argparse.Namespace, settings: Settings, winner: Candidate, run: Run, scratch: str | None) -> _Target:
+    """Where the promotion is written: a scratch runtime (`scratch` says why; a synthetic net's winner always goes
+    to one), with the KataGo and model the run named on the command line; else the runtime config itself (edited in
+    place) and its cfg."""
+    why = scratch or ("a synthetic net's winner never goes into a runtime config in place" if winner.synthetic else "")
+    if why:
+        tags = run.data.tags
+        folder = scratch_runtime(
+            settings,
+            winner.backend,
+            args.runtime_dir,
+            throughput_test=winner.synthetic,
+            binary=tags.get(ENGINE_BINARY, ""),
+            model=tags.get(ENGINE_MODEL, ""),
+        )
+        return _Target(folder.cfg_path, folder.config_path, folder, why)
     return _Target(settings.engine.cfg, Path(settings.source or args.config), None)
-
-
-def _scratch_reason(args: argparse.Namespace, winner: Candidate) -> str:
-    if args.runtime_dir is not None:
-        return "--runtime-dir"
-    if winner.synthetic:
-        return "a synthetic net's winner never goes into a runtime config in place"
-    return "a simulated winner; name --config to write it elsewhere"
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m kgbench.promote", description=__doc__.split("\n\n")[0])
     p.add_argument("--sweep", help="sweep id (tag kgbench.sweep_id) or parent run id; default: the latest sweep")
-    p.add_argument("--experiment", help=f"MLflow experiment (default {runlib.DEFAULT_EXPERIMENT!r})")
+    p.add_argument("--experiment", help=runlib.EXPERIMENT_HELP)
     p.add_argument("--run", help="promote this run (the rule still applies)")
     p.add_argument("--slo-p99-ms", type=float, default=None, help="only runs with p99 <= this many ms")
     p.add_argument("--objective", choices=OBJECTIVES, default="req_per_s",
@@ -304,12 +354,16 @@ def _parser() -> argparse.ArgumentParser:
         f"winner goes to {DEFAULT_SCRATCH_DIR} unless --config is given",
     )
     p.add_argument("--tracking-uri", default=None, help="default: MLFLOW_TRACKING_URI or sqlite:///<repo>/mlflow.db")
-    p.add_argument("--dry-run", action="store_true", help="show the choice and the diffs, write nothing")
+    p.add_argument("--dry-run", action="store_true", help="say what would be promoted and where; write nothing")
+    p.add_argument("--explain", action="store_true", help="print the rule, every run with its verdict, the decision")
+    p.add_argument("--diff", action="store_true", help="print the diffs of the cfg and the runtime config")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    # the one cfg it downloads is small: MLflow's progress bar for it would be most of promote's output
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     if args.slo_ms is not None and not args.slo_ms > 0:
         print(f"error: --slo-ms must be > 0, got {args.slo_ms:g}", file=sys.stderr)
         return 2
@@ -323,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return promote(args, settings, runlib.make_client(args.tracking_uri))
-    except (PromoteError, runlib.SweepNotFound) as exc:
+    except (PromoteError, CrossRuntime, runlib.SweepNotFound) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

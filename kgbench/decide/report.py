@@ -181,7 +181,11 @@ def _summary(
     return "\n".join(lines)
 
 
-def write_report(client: MlflowClient, parent: Run, out_dir: Path, log_to_mlflow: bool = True) -> Report:
+def write_report(
+    client: MlflowClient, parent: Run, out_dir: Path, log_to_mlflow: bool = True, artifact_path: str | None = "report"
+) -> Report:
+    """The report's files in `out_dir`, logged to the sweep's parent run under `artifact_path` (None: at its root,
+    as the end of a sweep does)."""
     sweep_id = runlib.sweep_id_of(parent)
     runs = runlib.sweep_children(client, parent)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -226,14 +230,14 @@ def write_report(client: MlflowClient, parent: Run, out_dir: Path, log_to_mlflow
         encoding="utf-8",
     )
     if log_to_mlflow:
-        client.log_artifacts(parent.info.run_id, str(out_dir), artifact_path="report")
+        client.log_artifacts(parent.info.run_id, str(out_dir), artifact_path=artifact_path)
     return Report(out_dir=out_dir, table=table, files=files, winner=winner)
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m kgbench.report", description=__doc__.split("\n\n")[0])
     p.add_argument("--sweep", help="sweep id (tag kgbench.sweep_id) or parent run id; default: the latest sweep")
-    p.add_argument("--experiment", help=f"MLflow experiment (default {runlib.DEFAULT_EXPERIMENT!r})")
+    p.add_argument("--experiment", help=runlib.EXPERIMENT_HELP)
     p.add_argument("--out", type=Path, default=None, help="output folder (default kgbench-reports/<sweep>)")
     p.add_argument("--tracking-uri", default=None, help="default: MLFLOW_TRACKING_URI or sqlite:///<repo>/mlflow.db")
     p.add_argument("--no-log", action="store_true", help="do not log the report to the parent run")

@@ -26,6 +26,7 @@ from kgbench.track.schema import (
     MODE,
     PARENT_RUN,
     PROMOTED,
+    PROMOTED_SCRATCH,
     PRUNED,
     ROLE,
     ROLE_JOB,
@@ -37,9 +38,11 @@ from kgbench.track.schema import (
     UNSTABLE,
     tracking_uri,
 )
+from kgbench.track.tracking import DEFAULT_EXPERIMENT, SIM_EXPERIMENT
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
+    "EXPERIMENT_HELP",
     "SweepNotFound",
     "candidates",
     "find_sweep",
@@ -47,12 +50,13 @@ __all__ = [
     "label_of",
     "make_client",
     "promoted_runs",
+    "scratch_promoted_runs",
     "sweep_children",
     "sweep_id_of",
     "swept_keys",
 ]
 
-DEFAULT_EXPERIMENT = "kgbench"
+EXPERIMENT_HELP = f"MLflow experiment (default: {DEFAULT_EXPERIMENT} and {SIM_EXPERIMENT}, the simulated sweeps')"
 SWEPT_PARAM_PREFIXES = ("katago.", "load.", "bench.")
 SWEPT_PARAMS = ("backend", "engines", "transport", "mode")
 _SAFE_ID_RE = re.compile(r"^[A-Za-z0-9_.:/+-]+$")
@@ -74,11 +78,12 @@ def make_client(store: str | None = None) -> MlflowClient:
 
 
 def _experiment_ids(client: MlflowClient, experiment: str | None) -> list[str]:
-    name = experiment or DEFAULT_EXPERIMENT
-    exp = client.get_experiment_by_name(name)
-    if exp is None:
-        raise SweepNotFound(f"no MLflow experiment named {name!r} at {client.tracking_uri}")
-    return [exp.experiment_id]
+    """The named experiment; by default kgbench's and its simulated sweeps' (kgbench-sim), whichever exist."""
+    names = [experiment] if experiment else [DEFAULT_EXPERIMENT, SIM_EXPERIMENT]
+    found = [exp.experiment_id for name in names if (exp := client.get_experiment_by_name(name)) is not None]
+    if not found:
+        raise SweepNotFound(f"no MLflow experiment named {' or '.join(map(repr, names))} at {client.tracking_uri}")
+    return found
 
 
 def find_sweep(client: MlflowClient, experiment: str | None = None, sweep: str | None = None) -> Run:
@@ -119,6 +124,14 @@ def sweep_children(client: MlflowClient, parent: Run) -> list[Run]:
 
 def promoted_runs(client: MlflowClient, experiment_ids: Sequence[str]) -> list[Run]:
     return client.search_runs(list(experiment_ids), f"tags.`{PROMOTED}` = 'true'", max_results=1000)
+
+
+def scratch_promoted_runs(client: MlflowClient, experiment_ids: Sequence[str], config_path: str) -> list[Run]:
+    """The runs promoted into the scratch runtime whose config is `config_path`."""
+    if not _SAFE_ID_RE.match(config_path):
+        return []
+    query = f"tags.`{PROMOTED_SCRATCH}` = '{config_path}'"
+    return client.search_runs(list(experiment_ids), query, max_results=1000)
 
 
 def swept_keys(runs: Sequence[Run]) -> list[str]:

@@ -1,10 +1,12 @@
 """The scratch runtime: where a promotion goes when it must not touch the tracked runtime/ files.
 
 A simulated winner (the README's quick start) is promoted into `runtime/scratch/` (git-ignored) unless
-the user names a config: a `config.yaml` made from the tracked runtime config (same values, absolute
-paths, the winner's backend, this folder's cfg) next to the promoted `katago_serving.cfg`. The tracked
-`runtime/config.yaml` and `runtime/katago_serving.cfg` change only when a real sweep is promoted, so a
-checkout pulled onto the GPU node never serves a simulated cfg by accident.
+the user names a config; `--runtime-dir DIR` puts any winner into DIR (the README's CPU build: runtime/eigen/,
+git-ignored). Either is a `config.yaml` made from the runtime config the runs were composed from (same values,
+absolute paths, the winner's backend, this folder's cfg, and the KataGo and model the runs named on the command
+line, if they did) next to the promoted `katago_serving.cfg`. The tracked `runtime/config.yaml` and
+`runtime/katago_serving.cfg` change only when a sweep of their own runtime is promoted (kgbench.decide.runtimes), so
+a checkout pulled onto the GPU node never serves a simulated or a CPU cfg by accident.
 """
 
 from __future__ import annotations
@@ -46,16 +48,27 @@ def serve_command(config_path: Path) -> str:
 
 
 def scratch_runtime(
-    settings: Settings, backend: str, directory: Path | None = None, throughput_test: bool = False
+    settings: Settings,
+    backend: str,
+    directory: Path | None = None,
+    throughput_test: bool = False,
+    *,
+    binary: str = "",
+    model: str = "",
 ) -> ScratchRuntime:
     """The scratch runtime in `directory` (default runtime/scratch/) serving `backend` from its own cfg,
-    with every other value taken from `settings` (the runtime config the promotion was given); `throughput_test`:
-    the winner ran a synthetic net, which kgserve serves only as a throughput test."""
+    with every other value taken from `settings` (the runtime config the promotion was given); `binary` and
+    `model`: the KataGo and model file the winner ran instead of the config's; `throughput_test`: the winner ran a
+    synthetic net, which kgserve serves only as a throughput test."""
     folder = (directory or DEFAULT_SCRATCH_DIR).expanduser().resolve()
     cfg_path = folder / CFG_NAME
     data: dict[str, Any] = settings.model_dump(mode="json")  # paths are absolute once loaded
     data["engine"]["backend"] = backend
     data["engine"]["cfg"] = str(cfg_path)
+    if binary:
+        data["engine"]["backends"][backend]["command"] = [binary]
+    if model:
+        data["engine"]["backends"][backend]["model"] = model
     if throughput_test:
         data["engine"]["throughput_test"] = True
     header = (

@@ -1,8 +1,10 @@
-"""Hydra callback: one MLflow parent run per multirun, the summary table at its end.
+"""A sweep's MLflow parent run, opened once its jobs are known, and the Hydra callback that opens and closes it.
 
-The parent run id, the sweep id and the expected job count reach the jobs through environment variables
-(KGBENCH_PARENT_RUN_ID, KGBENCH_SWEEP_ID, KGBENCH_SWEEP_JOBS), so any launcher works. Nothing here may
-raise: Hydra would print a traceback and skip the rest of the sweep.
+kgbench's grid sweeper opens it after its preflight (kgbench.sweep.preflight: a sweep none of whose jobs can start
+records nothing); for any other sweeper the callback opens it when the multirun starts. The parent run id, the sweep
+id, its experiment and the expected job count reach the jobs through environment variables (KGBENCH_PARENT_RUN_ID,
+KGBENCH_SWEEP_ID, KGBENCH_EXPERIMENT, KGBENCH_SWEEP_JOBS), so any launcher works. kgbench.sweep.sweep_end summarises
+the sweep at its end. Nothing here may raise: Hydra would print a traceback and skip the rest of the sweep.
 """
 
 from __future__ import annotations
@@ -10,9 +12,8 @@ from __future__ import annotations
 import math
 import os
 import sys
-import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,12 +22,13 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from kgbench.sweep import state
-from kgbench.track import summary, tracking
-from kgbench.track.coldstart import cold_start
-from kgbench.track.mlflow_ui import runs_url
+from kgbench.sweep import progress, state, sweep_end
+from kgbench.track import tracking
+from kgbench.track.schema import SKIPPED_JOBS
+from kgserve.engine.client import is_simulated
 
 __all__ = [
+    "ENV_EXPERIMENT",
     "ENV_JOBS",
     "ENV_JOB_KEY",
     "ENV_PARENT",
@@ -34,12 +36,16 @@ __all__ = [
     "KgbenchCallback",
     "count_jobs",
     "display_overrides",
+    "open_sweep",
 ]
 
 ENV_PARENT = "KGBENCH_PARENT_RUN_ID"
 ENV_SWEEP = "KGBENCH_SWEEP_ID"
 ENV_JOBS = "KGBENCH_SWEEP_JOBS"
+ENV_EXPERIMENT = "KGBENCH_EXPERIMENT"
 ENV_JOB_KEY = "KGBENCH_JOB_KEY"  # set by a remote launcher: finds the run of a job whose process was lost
+_SWEEP_ENV = (ENV_PARENT, ENV_SWEEP, ENV_JOBS, ENV_EXPERIMENT)
+_GRID_OPENS_ITSELF = "GroupedSweeper"  # kgbench's grid sweeper: opens the sweep after its preflight
 
 
 def display_overrides(overrides: list[str]) -> str:
@@ -70,73 +76,53 @@ def _note(message: str) -> None:
     print(f"kgbench: {message}", file=sys.stderr, flush=True)
 
 
-class KgbenchCallback(Callback):
-    def __init__(self) -> None:
-        self.parent_run_id: str | None = None
-        self.experiment_id: str | None = None
+def open_sweep(
+    config: DictConfig, jobs: int | None, *, simulated: bool, skipped: Sequence[tuple[str, str]] = ()
+) -> None:
+    """The sweep's parent run (in kgbench-sim when every job runs the simulated engine, unless mlflow.experiment
+    names one), its environment for the jobs and its progress bar. `skipped`: (job, why) the preflight left out."""
+    try:
+        overrides = list(config.hydra.overrides.task)
+        sweep_id = f"{datetime.now(UTC):%Y-%m-%d_%H-%M-%S}-{uuid.uuid4().hex[:6]}"
+        os.environ[ENV_SWEEP] = sweep_id
+        if jobs:
+            os.environ[ENV_JOBS] = str(jobs)
+        tracking.use_configured_uri(config.mlflow.get("tracking_uri"))
+        client = tracking.make_client()
+        experiment = tracking.experiment_for(config.mlflow.get("experiment"), simulated)
+        tags = {SKIPPED_JOBS: " | ".join(f"{job}: {why}" for job, why in skipped)[:5000]} if skipped else {}
+        parent = tracking.create_sweep_run(client, experiment, sweep_id, display_overrides(overrides), tags)
+        experiment_id = tracking.ensure_experiment(client, experiment)
+        os.environ[ENV_PARENT] = parent
+        os.environ[ENV_EXPERIMENT] = experiment
+        state.set_sweep_run(state.SweepRun(parent, experiment_id, sweep_id, tuple(skipped)))
+        _note(f"sweep {sweep_id}: MLflow parent run {parent} in experiment {experiment} at {tracking.tracking_uri()}")
+        progress.start_sweep(jobs)
+    except Exception as exc:
+        _note(f"cannot create the MLflow parent run: {type(exc).__name__}: {exc}")
 
+
+class KgbenchCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         state.reset()
+        sweeper = str(config.hydra.sweeper.get("_target_", ""))
+        if _GRID_OPENS_ITSELF in sweeper:
+            return
         try:
             overrides = list(config.hydra.overrides.task)
-            sweeper = str(config.hydra.sweeper.get("_target_", ""))
-            grid = "BasicSweeper" in sweeper or "GroupedSweeper" in sweeper
-            jobs = (
-                count_jobs(overrides, config.hydra.sweeper.get("params"))
-                if grid
-                else config.hydra.sweeper.get("n_trials")
-            )
-            sweep_id = f"{datetime.now(UTC):%Y-%m-%d_%H-%M-%S}-{uuid.uuid4().hex[:6]}"
-            os.environ[ENV_SWEEP] = sweep_id
-            if jobs:
-                os.environ[ENV_JOBS] = str(jobs)
-            tracking.use_configured_uri(config.mlflow.get("tracking_uri"))
-            client = tracking.make_client()
-            experiment = str(config.mlflow.experiment)
-            self.parent_run_id = tracking.create_sweep_run(client, experiment, sweep_id, display_overrides(overrides))
-            self.experiment_id = tracking.ensure_experiment(client, experiment)
-            os.environ[ENV_PARENT] = self.parent_run_id
-            _note(f"sweep {sweep_id}: MLflow parent run {self.parent_run_id} at {tracking.tracking_uri()}")
-        except Exception as exc:
-            _note(f"cannot create the MLflow parent run: {type(exc).__name__}: {exc}")
+            grid = "BasicSweeper" in sweeper
+            jobs = count_jobs(overrides, config.hydra.sweeper.get("params")) if grid else None
+            jobs = jobs or config.hydra.sweeper.get("n_trials")
+        except Exception:
+            jobs = None
+        open_sweep(config, jobs, simulated=is_simulated(str(config.get("backend", ""))))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         try:
-            self._summarise()
+            progress.stop_sweep()
+            sweep_end.summarise(state.sweep_run(), Path(str(config.hydra.sweep.dir)))
         except Exception as exc:
             _note(f"cannot summarise the sweep: {type(exc).__name__}: {exc}")
         finally:
-            for name in (ENV_PARENT, ENV_SWEEP, ENV_JOBS):
+            for name in _SWEEP_ENV:
                 os.environ.pop(name, None)
-
-    def _summarise(self) -> None:
-        if self.parent_run_id is None or self.experiment_id is None:
-            return
-        client = tracking.make_client()
-        runs = summary.child_runs(client, self.experiment_id, self.parent_run_id)
-        for run_id, overhead in summary.overheads(runs).items():
-            client.log_metric(run_id, "overhead", overhead)
-        runs = summary.child_runs(client, self.experiment_id, self.parent_run_id)
-        frame = summary.sweep_table(runs)
-        ok = bool((frame["status"] == "FINISHED").any()) if not frame.empty else False
-        state.set_sweep_result(total=len(frame), succeeded=int((frame["status"] == "FINISHED").sum()))
-        text = summary.format_table(frame)
-        start = cold_start(runs)
-        lines = "\n".join(line.removeprefix("- ") for line in start.lines())
-        print(f"\nkgbench sweep: {len(frame)} job(s), sorted by req/s\n{text}\n{lines}\n", flush=True)
-        print(f"kgbench: the runs in `mlflow ui`: {runs_url(self.experiment_id, tracking.tracking_uri())}", flush=True)
-        best = frame["req/s"].max() if not frame.empty else math.nan
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "summary.txt"
-            path.write_text(text + "\n")
-            frame.to_csv(Path(tmp) / "summary.csv", index=False)
-            client.log_artifact(self.parent_run_id, str(path))
-            client.log_artifact(self.parent_run_id, str(Path(tmp) / "summary.csv"))
-        if math.isfinite(best):
-            client.log_metric(self.parent_run_id, "best_req_per_s", float(best))
-        if start.from_ledger:  # the sweep-level count: positions sent twice over all its jobs
-            client.log_metric(self.parent_run_id, "positions_sent", float(start.sent))
-            client.log_metric(self.parent_run_id, "position_repeats", float(start.repeats))
-        tracking.finish_run(client, self.parent_run_id, ok)
-        if not ok:
-            _note("no job of this sweep succeeded (see the reasons above)")

@@ -1,41 +1,78 @@
-"""Hydra's basic (grid) sweeper, with the jobs that share a TensorRT build run back to back.
+"""Hydra's basic (grid) sweeper, with a preflight and the jobs that share a TensorRT build run back to back.
 
 The grid is Hydra's (the product of the sweep overrides, in batches of ``max_batch_size``); before launching, every
-job's config is composed (as Hydra's own validation does) and the jobs are reordered by ``build_key``
-(kgbench.sweep.grouping) so the user need not order the overrides. The order is printed.
+job's config is composed (as Hydra's own validation does). The preflight (kgbench.sweep.preflight) leaves out the
+jobs whose engine cannot start here, saying which and why, and refuses a sweep with none left before anything is
+recorded; then the sweep's MLflow parent run is opened (kgbench.sweep.callbacks.open_sweep) and the jobs are
+reordered by ``build_key`` (kgbench.sweep.grouping) so the user need not order the overrides.
 """
 
 from __future__ import annotations
 
-import logging
+import sys
 from collections.abc import Sequence
+from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.types import Override
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
+from kgbench.sweep import preflight, state
+from kgbench.sweep.callbacks import display_overrides, open_sweep
 from kgbench.sweep.grouping import build_key, group_jobs
+from kgserve.engine.client import is_simulated
 
 __all__ = ["GroupedSweeper"]
 
-log = logging.getLogger(__name__)
+_REMOTE_LAUNCHERS = ("PBSLauncher",)  # their jobs run on other nodes, which see other files
+
+
+def _note(message: str) -> None:
+    print(f"kgbench: {message}", file=sys.stderr, flush=True)
 
 
 class GroupedSweeper(BasicSweeper):
     def split_arguments(self, overrides: list[Override], max_batch_size: int | None) -> list[list[list[str]]]:  # type: ignore[override]
         jobs = [job for batch in BasicSweeper.split_arguments(overrides, None) for job in batch]
-        keys = {tuple(job): self._key(job) for job in jobs}
+        configs = {tuple(job): self._compose(job) for job in jobs}
+        plan = self._preflight(jobs, configs)
+        if plan is not None:
+            if (refusal := plan.refusal()) is not None:
+                _note(refusal)
+                state.refuse(refusal)
+                return []
+            for line in plan.skip_lines():
+                _note(line)
+            jobs = [jobs[index] for index in plan.runnable]
+        keys = {tuple(job): build_key(self._top(configs[tuple(job)])) for job in jobs}
         ordered = group_jobs(jobs, lambda job: keys[tuple(job)])
-        if ordered != jobs:
-            log.info("kgbench: jobs reordered so that jobs sharing a TensorRT build run back to back")
-        for job in ordered:
-            if keys[tuple(job)] is not None:
-                log.info("  build %s: %s", keys[tuple(job)], " ".join(job))
+        builds = list(dict.fromkeys(key for key in keys.values() if key is not None))
+        if builds:
+            moved = " (reordered)" if ordered != jobs else ""
+            _note(
+                f"{len(builds)} TensorRT engine build(s): {', '.join(builds)}; the jobs sharing one run back to "
+                f"back{moved}, so TensorRT builds (or loads) each engine once"
+            )
+        assert self.config is not None
+        simulated = all(is_simulated(str(configs[tuple(job)].get("backend", ""))) for job in ordered)
+        open_sweep(self.config, len(ordered), simulated=simulated, skipped=plan.skipped if plan else ())
         return list(BasicSweeper.split_overrides_to_chunks(ordered, max_batch_size))
 
-    def _key(self, job: Sequence[str]) -> str | None:
+    def _preflight(
+        self, jobs: Sequence[Sequence[str]], configs: dict[tuple[str, ...], DictConfig]
+    ) -> preflight.Plan | None:
+        assert self.config is not None
+        launcher = str(self.config.hydra.launcher.get("_target_", ""))
+        if any(name in launcher for name in _REMOTE_LAUNCHERS):
+            return None
+        return preflight.plan([(display_overrides(list(job)), configs[tuple(job)]) for job in jobs])
+
+    def _compose(self, job: Sequence[str]) -> DictConfig:
         assert self.hydra_context is not None and self.config is not None
-        cfg = self.hydra_context.config_loader.load_sweep_config(master_config=self.config, sweep_overrides=list(job))
+        return self.hydra_context.config_loader.load_sweep_config(master_config=self.config, sweep_overrides=list(job))
+
+    @staticmethod
+    def _top(cfg: DictConfig) -> dict[str, Any]:
         plain = OmegaConf.to_container(cfg, resolve=False)
         assert isinstance(plain, dict)
-        return build_key({str(k): v for k, v in plain.items() if k != "hydra"})
+        return {str(k): v for k, v in plain.items() if k != "hydra"}

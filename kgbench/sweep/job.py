@@ -16,24 +16,37 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep import modes
-from kgbench.sweep.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.sweep.callbacks import (
+    ENV_EXPERIMENT,
+    ENV_JOB_KEY,
+    ENV_JOBS,
+    ENV_PARENT,
+    ENV_SWEEP,
+    display_overrides,
+)
 from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.grouping import build_key
-from kgbench.sweep.progress import JobProgress
+from kgbench.sweep.progress import JobProgress, job_done
 from kgbench.sweep.render import RenderError
-from kgbench.sweep.spec import Prepared, check_engine_files, prepare, section
+from kgbench.sweep.spec import Prepared, check_engine_files, prepare, runtime_config_path, section
 from kgbench.targets.base import TargetError
 from kgbench.track import tracking
 from kgbench.track.gpu import gpu_name
+from kgbench.track.naming import job_name
 from kgbench.track.schema import (
     BACKEND,
     BUILD_GROUP,
     COLD_START,
+    ENGINE_BINARY,
+    ENGINE_MODEL,
     GIT_COMMIT,
+    GPU_NAME,
+    HOST,
     HYDRA_OVERRIDES,
     INVALID,
     JOB_KEY,
     MODE,
+    RUNTIME_CONFIG,
     SIMULATED,
     UNSTABLE,
     WARNINGS,
@@ -42,7 +55,7 @@ from kgbench.track.schema import (
 from kgserve.engine.client import is_simulated
 from kgserve.settings import ConfigError
 
-__all__ = ["JobContext", "JobOutcome", "context_from_hydra", "run_job"]
+__all__ = ["JobContext", "JobOutcome", "context_from_hydra", "job_experiment", "run_job"]
 
 
 @dataclass
@@ -111,9 +124,10 @@ def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
         "transport": str(cfg.get("transport", "http")),
         MODE: str(cfg.get("mode", "load")),
         HYDRA_OVERRIDES: ctx.label,
-        "host": tracking.host_name(),
+        RUNTIME_CONFIG: str(runtime_config_path(cfg)),
+        HOST: tracking.host_name(),
         GIT_COMMIT: tracking.git_commit(),
-        "gpu_name": gpu_name() or "none",
+        GPU_NAME: gpu_name() or "none",
         UNSTABLE: flag(False),
         INVALID: flag(False),
         # every job starts its own kgserve: no engine or NN cache carries over from another job (and in a sweep
@@ -138,16 +152,35 @@ def _execute(cfg: DictConfig, ctx: JobContext, run: tracking.JobRun, progress: J
         progress.stage(f"warning: {warning}")
     if prepared.rendered.warnings:
         run.set_tags({WARNINGS: " | ".join(prepared.rendered.warnings)})
-    if section(cfg, "engine").get("model"):  # engine.model=katrain or synthetic:ARCH: say which file that is
-        progress.stage(f"model: {prepared.settings.engine.model_for(prepared.backend)}")
+    choice = section(cfg, "engine")
+    if choice.get("binary"):  # engine.binary=: not the runtime config's KataGo (promote keeps such runs apart)
+        run.set_tags({ENGINE_BINARY: prepared.settings.engine.argv_prefix(prepared.backend)[0]})
+    if choice.get("model"):  # engine.model=katrain or synthetic:ARCH: say which file that is
+        model = prepared.settings.engine.model_for(prepared.backend)
+        run.set_tags({ENGINE_MODEL: str(model)})
+        progress.stage(f"model: {model}")
     check_engine_files(prepared)
     if prepared.mode == "engine":
         return modes.engine_mode(cfg, prepared, ctx.job_dir, run, progress)
     return modes.load_mode(cfg, prepared, ctx.job_dir, run, progress, ctx.sweep_dir, f"{ctx.job_index}: {ctx.label}")
 
 
+def job_experiment(cfg: DictConfig) -> str:
+    """The sweep's experiment (its parent run's, ENV_EXPERIMENT), else the one this job's config names."""
+    return os.environ.get(ENV_EXPERIMENT) or tracking.experiment_for(
+        section(cfg, "mlflow").get("experiment"), is_simulated(str(cfg.get("backend", "")))
+    )
+
+
 def run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
     """Run one job and record it. Never raises (except KeyboardInterrupt, after marking the run FAILED)."""
+    try:
+        return _run_job(cfg, ctx)
+    finally:
+        job_done()  # the sweep's bar and its ETA
+
+
+def _run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
     progress = JobProgress(ctx.job_index, ctx.job_total, ctx.label)
     ctx.job_dir.mkdir(parents=True, exist_ok=True)
     hydra_yaml = ctx.job_dir / "hydra_config.yaml"
@@ -156,8 +189,8 @@ def run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
         client = tracking.make_client()
         run = tracking.JobRun.start(
             client,
-            str(cfg.get("mlflow", {}).get("experiment", "kgbench")),
-            run_name=ctx.label,
+            job_experiment(cfg),
+            run_name=job_name(section_of_top(cfg), ctx.overrides),
             sweep_id=ctx.sweep_id,
             parent_run_id=ctx.parent_run_id,
             tags=_base_tags(cfg, ctx),

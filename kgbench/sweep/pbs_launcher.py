@@ -34,7 +34,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from kgbench.sweep import state
-from kgbench.sweep.callbacks import ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
+from kgbench.sweep.callbacks import ENV_EXPERIMENT, ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
 from kgbench.sweep.lost_jobs import record_lost_job
 from kgbench.sweep.pbs_cluster import PBSOptions, cluster_kwargs
 from kgbench.track import tracking
@@ -44,8 +44,8 @@ from kgserve.settings import ConfigError, load_settings
 __all__ = ["PBSLauncher", "run_remote"]
 
 log = logging.getLogger(__name__)
-# what a job needs from the submitting process's environment (callbacks.py sets the first three)
-_PASSED_ENV = (ENV_PARENT, ENV_SWEEP, ENV_JOBS, "MLFLOW_TRACKING_URI")
+# what a job needs from the submitting process's environment (callbacks.py sets the first four)
+_PASSED_ENV = (ENV_PARENT, ENV_SWEEP, ENV_JOBS, ENV_EXPERIMENT, "MLFLOW_TRACKING_URI")
 
 
 def run_remote(
@@ -240,7 +240,7 @@ class PBSLauncher(Launcher):
         try:
             record_lost_job(
                 tracking.make_client(),
-                str(job.config.mlflow.experiment),
+                env.get(ENV_EXPERIMENT) or tracking.experiment_for(job.config.mlflow.get("experiment"), False),
                 job_key=job.key,
                 label=label,
                 reason=reason,

@@ -91,8 +91,9 @@ def _int(keys: Mapping[str, Any], key: str, default: int | None) -> int | None:
         raise RenderError(f"KataGo key {key!r} must be an integer, got {value!r}") from None
 
 
-def thread_warning(keys: Mapping[str, Any]) -> str | None:
-    """The classic small-batch trap: fewer threads in flight than the GPU batches could hold."""
+def thread_warning(keys: Mapping[str, Any], backend: str = "cuda") -> str | None:
+    """The classic small-batch trap: fewer threads in flight than the batches could hold (on a GPU build, and the
+    simulated GPU, the GPU then waits; the CPU build only batches less)."""
     analysis = _int(keys, "numAnalysisThreads", None)
     search = _int(keys, "numSearchThreadsPerAnalysisThread", 1)
     batch = _int(keys, "nnMaxBatchSize", None)
@@ -105,7 +106,7 @@ def thread_warning(keys: Mapping[str, Any]) -> str | None:
     return (
         f"threads in flight numAnalysisThreads x numSearchThreadsPerAnalysisThread = {analysis} x {search} = "
         f"{in_flight} cannot fill nnMaxBatchSize x numNNServerThreadsPerModel = {batch} x {servers} = {capacity}: "
-        "batches will stay small and the GPU underused"
+        "batches will stay small" + ("" if backend == "eigen" else " and the GPU underused")
     )
 
 
@@ -126,6 +127,6 @@ def render_cfg(
         text = cfg_text(keys, header)
     except ValueError as exc:  # a value with a newline or a `#`
         raise RenderError(str(exc)) from None
-    warning = thread_warning(keys)
+    warning = thread_warning(keys, str(cfg.get("backend", "")))
     rendered = {key: format_value(value) for key, value in keys.items()}
     return Rendered(text=text, keys=rendered, warnings=[warning] if warning else [])

@@ -19,7 +19,7 @@ from kgserve.katago.netfile import is_synthetic_model
 from kgserve.preflight import startup_problems
 from kgserve.settings import DEFAULT_CONFIG_PATH, Settings, load_settings
 
-__all__ = ["Prepared", "check_engine_files", "job_settings_yaml", "prepare", "section"]
+__all__ = ["Prepared", "check_engine_files", "job_settings_yaml", "prepare", "runtime_config_path", "section"]
 
 
 @dataclass
@@ -69,8 +69,9 @@ def prepare(cfg: DictConfig, job_dir: Path, label: str = "") -> Prepared:
     if engines < 1:
         raise JobFailure(f"engines={engines} must be a positive integer")
     backend = str(cfg.backend)
-    runtime = Path(str(cfg.runtime_config)) if cfg.get("runtime_config") else DEFAULT_CONFIG_PATH
-    settings = apply_engine_choice(load_settings(runtime).with_overrides(backend=backend), section(cfg, "engine"))
+    settings = apply_engine_choice(
+        load_settings(runtime_config_path(cfg)).with_overrides(backend=backend), section(cfg, "engine")
+    )
     rendered = render_cfg(
         cfg,
         home_data_dir=settings.engine.home_data_dir,
@@ -98,11 +99,24 @@ def prepare(cfg: DictConfig, job_dir: Path, label: str = "") -> Prepared:
 
 
 def check_engine_files(prepared: Prepared) -> None:
-    """The engine binary and model must exist here; otherwise one line naming the path, suggesting backend=sim."""
+    """The engine binary and model must exist here (the sweep's preflight checked them before any job; a file can go
+    meanwhile, and a job on another node sees other files); otherwise one line naming the path and the fixes."""
     problems = startup_problems(prepared.runtime)
     if problems:
-        hint = "" if prepared.backend == "sim" else "; for a dry run without KataGo use backend=sim"
+        hint = (
+            ""
+            if prepared.backend == "sim"
+            else (
+                "; runtime/fetch_katago.sh fetches the pinned builds and network, engine.binary=PATH engine.model=PATH "
+                "name your own, and backend=sim runs the simulated engine"
+            )
+        )
         raise JobFailure(f"cannot run backend={prepared.backend} here: {'; '.join(problems)}{hint}")
+
+
+def runtime_config_path(cfg: DictConfig) -> Path:
+    """The runtime config a job is composed from: `runtime_config=`, else runtime/config.yaml."""
+    return (Path(str(cfg.runtime_config)) if cfg.get("runtime_config") else DEFAULT_CONFIG_PATH).resolve()
 
 
 def section(cfg: DictConfig, name: str) -> dict[str, Any]:

@@ -1,17 +1,43 @@
-"""What this process's jobs achieved, for the exit status of `python -m kgbench` (0: at least one job ok,
-or no job at all as with --help)."""
+"""What this process's sweep is and what its jobs achieved: the sweep's MLflow parent run once it is opened, a
+preflight's refusal, and the exit status of `python -m kgbench` (0: at least one job ok, or no job at all as with
+--help; 1: no job succeeded; 2: refused before any job, nothing recorded)."""
 
 from __future__ import annotations
 
-__all__ = ["exit_status", "record_job", "reset", "set_sweep_result"]
+from dataclasses import dataclass
+
+__all__ = [
+    "SweepRun",
+    "exit_status",
+    "record_job",
+    "refuse",
+    "refused",
+    "reset",
+    "set_sweep_result",
+    "set_sweep_run",
+    "sweep_run",
+]
+
+
+@dataclass(frozen=True)
+class SweepRun:
+    parent_run_id: str
+    experiment_id: str
+    sweep_id: str
+    skipped: tuple[tuple[str, str], ...] = ()  # (job, why) the preflight left out
+
 
 _jobs: list[bool] = []
 _sweep: dict[str, int] = {}
+_run: list[SweepRun] = []
+_refusal: list[str] = []
 
 
 def reset() -> None:
     _jobs.clear()
     _sweep.clear()
+    _run.clear()
+    _refusal.clear()
 
 
 def record_job(ok: bool) -> None:
@@ -22,7 +48,27 @@ def set_sweep_result(total: int, succeeded: int) -> None:
     _sweep.update(total=total, succeeded=succeeded)
 
 
+def set_sweep_run(run: SweepRun | None) -> None:
+    _run.clear()
+    _run.extend([run] if run is not None else [])
+
+
+def sweep_run() -> SweepRun | None:
+    return _run[0] if _run else None
+
+
+def refuse(message: str) -> None:
+    """Nothing ran: every job would have failed the same way (kgbench.sweep.preflight)."""
+    _refusal.append(message)
+
+
+def refused() -> bool:
+    return bool(_refusal)
+
+
 def exit_status() -> int:
+    if _refusal:
+        return 2
     if _sweep:  # the sweep summary read from MLflow wins (jobs may have run in other processes)
         return 0 if _sweep["succeeded"] > 0 else 1
     if not _jobs:  # nothing ran (--help, --cfg job, ...)

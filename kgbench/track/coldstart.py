@@ -15,9 +15,12 @@ from kgbench.track.schema import COLD_START, POSITIONS
 __all__ = ["ColdStart", "cold_start"]
 
 
+_MEASURED = ("engine_start_s", "req_per_s", "visits_per_s", "position_repeat_rate")
+
+
 @dataclass(frozen=True)
 class ColdStart:
-    jobs: int  # runs of the sweep
+    jobs: int  # runs of the sweep that started an engine (a job that failed before that started nothing)
     cold: int  # of them, tagged kgbench.cold_start=true: their own kgserve and engines
     load_jobs: int  # runs that sent positions (mode=load; mode=engine runs `katago benchmark`'s own)
     from_ledger: int  # of them, positions reserved in the sweep's ledger
@@ -26,7 +29,9 @@ class ColdStart:
     distinct: int | None  # distinct positions of the traffic
 
     def lines(self) -> list[str]:
-        """Markdown list items for a report's summary."""
+        """Markdown list items for a report's summary: only what happened (no line when no job started)."""
+        if self.jobs == 0:
+            return []
         return [self._cold_line(), self._positions_line()]
 
     def _cold_line(self) -> str:
@@ -71,6 +76,8 @@ def cold_start(runs: Iterable[Run]) -> ColdStart:
     distinct: int | None = None
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
+        if not any(name in metrics for name in _MEASURED):
+            continue  # failed before its engine started: nothing to say about what it started from
         jobs += 1
         cold += tags.get(COLD_START) == "true"
         if "position_repeat_rate" not in metrics and "positions_sent" not in metrics:

@@ -17,16 +17,30 @@ __all__ = ["plot_latency_cdf", "plot_throughput", "write_plots"]
 
 
 def plot_throughput(levels: Sequence[LevelSummary], path: Path, title: str) -> Path:
+    """req/s (left axis, with its 95% interval) and p99 (right axis) per concurrency level, both in the legend; a job
+    that measured one level is one point each, labelled with its figures."""
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = [lv.concurrency for lv in levels]
-    ax.plot(xs, [lv.req_per_s for lv in levels], marker="o", label="req/s")
+    ys = [lv.req_per_s for lv in levels]
+    low = [max(0.0, lv.req_per_s - lv.req_per_s_low) for lv in levels]
+    high = [max(0.0, lv.req_per_s_high - lv.req_per_s) for lv in levels]
+    ax.errorbar(xs, ys, yerr=[low, high], marker="o", capsize=3, label="req/s (95% interval)")
     ax.set_xscale("log", base=2)
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.minorticks_off()
     ax.set_xlabel("concurrency (requests in flight)")
     ax.set_ylabel("req/s")
     ax.grid(True, alpha=0.3)
     right = ax.twinx()
-    right.plot(xs, [lv.p99_ms for lv in levels], marker="s", color="tab:red", linestyle="--", label="p99 ms")
+    p99 = [lv.p99_ms for lv in levels]
+    right.plot(xs, p99, marker="s", color="tab:red", linestyle="--", label="p99 ms")
     right.set_ylabel("p99 latency (ms)")
+    if len(levels) == 1:
+        ax.annotate(f"{ys[0]:.1f} req/s, p99 {p99[0]:.0f} ms", (xs[0], ys[0]), xytext=(8, 8),
+                    textcoords="offset points", fontsize=8)  # fmt: skip
+    handles, labels = ax.get_legend_handles_labels()
+    more, more_labels = right.get_legend_handles_labels()
+    ax.legend(handles + more, labels + more_labels, fontsize=8, loc="best")
     ax.set_title(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

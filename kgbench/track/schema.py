@@ -19,9 +19,13 @@ __all__ = [
     "BOTTLENECK_KNOB",
     "BUILD_GROUP",
     "COLD_START",
+    "ENGINE_BINARY",
+    "ENGINE_MODEL",
     "FAILURE_REASON",
     "GIT_COMMIT",
     "GPU_METRICS_ABSENT",
+    "GPU_NAME",
+    "HOST",
     "HYDRA_OVERRIDES",
     "INVALID",
     "INVALID_REASON",
@@ -42,13 +46,16 @@ __all__ = [
     "PROMOTED",
     "PROMOTED_RUN",
     "PROMOTED_SCRATCH",
+    "PROMOTED_SCRATCH_VALUE",
     "PRUNED",
     "RECOMMENDED_SOURCE",
     "RECOMMENDED_THREADS",
     "ROLE",
     "ROLE_JOB",
     "ROLE_SWEEP",
+    "RUNTIME_CONFIG",
     "SIMULATED",
+    "SKIPPED_JOBS",
     "STATUS",
     "SWEEP_ID",
     "SYNTHETIC_NET",
@@ -78,6 +85,14 @@ ROLE_JOB = "job"
 SWEEP_ID = "kgbench.sweep_id"
 PARENT_RUN = "mlflow.parentRunId"  # MLflow's own: a job's parent (sweep) run
 JOB_KEY = "kgbench.job_key"  # a remote launcher's key for the job (kgbench.sweep.lost_jobs)
+SKIPPED_JOBS = "kgbench.skipped_jobs"  # on a sweep: the jobs its preflight left out, each with why
+
+# where a job ran: the runtime its figures belong to (kgbench.track.runtime_id), which promote never crosses
+RUNTIME_CONFIG = "kgbench.runtime_config"  # the runtime config the job was composed from (absolute path)
+ENGINE_BINARY = "kgbench.engine_binary"  # engine.binary= on the command line: the KataGo it ran instead
+ENGINE_MODEL = "kgbench.engine_model"  # engine.model= on the command line: the model file it ran instead
+HOST = "host"
+GPU_NAME = "gpu_name"  # "none" without a GPU
 
 # what a job ran
 HYDRA_OVERRIDES = "hydra_overrides"  # the job's overrides, as its run is named
@@ -117,6 +132,7 @@ INVALID_REASON = "kgbench.invalid_reason"
 PRUNED = "kgbench.pruned"  # stopped early by the Optuna search's pruner
 
 # promote
-PROMOTED = "promoted"  # "true" on the run whose cfg runtime/ serves
+PROMOTED = "promoted"  # "true" on the run whose cfg runtime/ serves; "scratch" on one a scratch runtime serves
+PROMOTED_SCRATCH_VALUE = "scratch"
 PROMOTED_RUN = "kgbench.promoted_run"  # on a sweep: its promoted job run
 PROMOTED_SCRATCH = "kgbench.promoted_scratch"  # the scratch runtime config a run was promoted into

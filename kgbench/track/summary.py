@@ -4,6 +4,7 @@ twin, and the table of every job sorted by req/s (best first)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
@@ -12,7 +13,7 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.track.schema import BOTTLENECK, FAILURE_REASON, HYDRA_OVERRIDES, INVALID_REASON, PARENT_RUN, SYNTHETIC_NET
 
-__all__ = ["COLUMNS", "child_runs", "format_table", "overheads", "sweep_table"]
+__all__ = ["COLUMNS", "child_runs", "format_table", "overheads", "skipped_text", "sweep_table"]
 
 # (column, metric)
 COLUMNS: list[tuple[str, str]] = [
@@ -57,8 +58,8 @@ def sweep_table(runs: list[Run]) -> pd.DataFrame:
     rows: list[dict[str, Any]] = []
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
-        row: dict[str, Any] = {
-            "job": tags.get(HYDRA_OVERRIDES, run.info.run_name or run.info.run_id),
+        row: dict[str, Any] = {  # the job's short name (its run's), else its overrides
+            "job": run.info.run_name or tags.get(HYDRA_OVERRIDES) or run.info.run_id,
             "status": run.info.status,
         }
         for column, key in COLUMNS:
@@ -90,3 +91,12 @@ def format_table(frame: pd.DataFrame, max_reason: int = 100) -> str:
         shown = shown.drop(columns=["bottleneck"])
     with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", max_reason):
         return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")
+
+
+def skipped_text(skipped: Sequence[tuple[str, str]]) -> str:
+    """`backend=trt nnMaxBatchSize=64, backend=trt nnMaxBatchSize=128: <why>`: the jobs a preflight left out, by
+    reason."""
+    by_reason: dict[str, list[str]] = {}
+    for job, why in skipped:
+        by_reason.setdefault(why, []).append(job)
+    return "; ".join(f"{', '.join(jobs)}: {why}" for why, jobs in by_reason.items())

@@ -30,6 +30,7 @@ from kgbench.track.plots import write_plots
 from kgbench.track.schema import (
     FAILURE_REASON,
     GIT_COMMIT,
+    HOST,
     HYDRA_OVERRIDES,
     INVALID,
     INVALID_REASON,
@@ -48,20 +49,42 @@ from kgbench.track.schema import (
 from kgserve.paths import PROJECT_ROOT
 
 __all__ = [
+    "DEFAULT_EXPERIMENT",
+    "SIM_EXPERIMENT",
     "JobRun",
     "artifact_root",
     "create_sweep_run",
     "ensure_experiment",
+    "experiment_for",
     "finish_run",
     "git_commit",
     "host_name",
     "make_client",
+    "tidy",
     "tracking_uri",
     "use_configured_uri",
 ]
 
 _MAX_PARAM = 6000
 _BATCH = 900  # MLflow accepts up to 1000 entries per log_batch
+DEFAULT_EXPERIMENT = "kgbench"
+SIM_EXPERIMENT = "kgbench-sim"  # sweeps whose every job ran the simulated engine: never beside real figures
+
+
+def experiment_for(configured: object, simulated: bool) -> str:
+    """`mlflow.experiment` when the config names one; else kgbench, or kgbench-sim for a simulated sweep."""
+    if configured is not None and str(configured).strip():
+        return str(configured).strip()
+    return SIM_EXPERIMENT if simulated else DEFAULT_EXPERIMENT
+
+
+def tidy(value: float) -> float:
+    """A metric as the runs table shows it: four significant digits, never fewer than its integer part
+    (173.333333 -> 173.3, 0.0123456 -> 0.01235, 12345.67 -> 12346); whole numbers unchanged. Far inside any
+    measurement's noise, and the 95% intervals are logged beside the figures they bound."""
+    if value == 0 or not math.isfinite(value) or float(value).is_integer():
+        return value
+    return round(value, max(0, 3 - math.floor(math.log10(abs(value)))))
 
 
 def use_configured_uri(uri: object) -> None:
@@ -124,7 +147,9 @@ def host_name() -> str:
     return socket.gethostname()
 
 
-def create_sweep_run(client: MlflowClient, experiment: str, sweep_id: str, overrides: str) -> str:
+def create_sweep_run(
+    client: MlflowClient, experiment: str, sweep_id: str, overrides: str, tags: Mapping[str, str] | None = None
+) -> str:
     """The parent run of one multirun; stays RUNNING until `finish_run`."""
     experiment_id = ensure_experiment(client, experiment)
     run = client.create_run(
@@ -134,8 +159,9 @@ def create_sweep_run(client: MlflowClient, experiment: str, sweep_id: str, overr
             ROLE: ROLE_SWEEP,
             SWEEP_ID: sweep_id,
             HYDRA_OVERRIDES: overrides,
-            "host": host_name(),
+            HOST: host_name(),
             GIT_COMMIT: git_commit(),
+            **(tags or {}),
         },
     )
     return str(run.info.run_id)
@@ -195,7 +221,9 @@ class JobRun:
     def log_metric_points(self, points: list[tuple[str, Any, int]]) -> None:
         """(name, value, step) triples; a series shares its name across steps."""
         now = int(time.time() * 1000)
-        items = [Metric(name, val, now, step) for name, value, step in points if (val := _finite(value)) is not None]
+        items = [
+            Metric(name, tidy(val), now, step) for name, value, step in points if (val := _finite(value)) is not None
+        ]
         for i in range(0, len(items), _BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + _BATCH])
 

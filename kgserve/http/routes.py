@@ -23,6 +23,23 @@ def _ctx(request: Request) -> ServeContext:
     return ctx
 
 
+@router.get("/", include_in_schema=False)
+async def index(request: Request) -> JSONResponse:
+    """What a browser or a bare `curl` of the address finds: where the service's routes are."""
+    settings = _ctx(request).settings
+    routes = {
+        "POST /analysis": "KataGo analysis queries (JSON lines) in, KataGo's answer lines out",
+        "GET /readyz": "engines ready, backend, model, cfg and its promote provenance",
+        "GET /healthz": "200 while the process lives",
+        "GET /metrics": "Prometheus metrics",
+    }
+    if settings.websocket.enabled:
+        routes[f"WebSocket {settings.websocket.path}"] = "KataGo's protocol for KaTrain and interactive clients"
+    if settings.server.docs:
+        routes["GET /docs"] = "the API, with a sample to try"
+    return JSONResponse({"service": "kgserve", "routes": routes})
+
+
 @router.get("/healthz")
 async def healthz() -> JSONResponse:
     return JSONResponse({"status": "alive"})

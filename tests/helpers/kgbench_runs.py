@@ -10,10 +10,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
+from omegaconf import DictConfig
 from ruamel.yaml import YAML
 
+from kgbench.__main__ import CONF_DIR, rewrite_overrides
 from tests.conftest import REPO
+
+
+def composed(*overrides: str) -> DictConfig:
+    """One job's config as `python -m kgbench OVERRIDES` composes it (plain keys get `++`)."""
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=rewrite_overrides(list(overrides)))
 
 
 def run_kgbench(tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> tuple[int, str]:
@@ -41,9 +50,10 @@ def client_for(tmp_path: Path) -> MlflowClient:
 
 
 def runs_by_role(client: MlflowClient, role: str) -> list:
-    experiment = client.get_experiment_by_name("kgbench")
-    assert experiment is not None
-    return client.search_runs([experiment.experiment_id], f"tags.`kgbench.role` = '{role}'", max_results=100)
+    """The runs of `role` in kgbench's experiments (kgbench, kgbench-sim: a simulated sweep's)."""
+    experiments = [e.experiment_id for e in client.search_experiments() if e.name in ("kgbench", "kgbench-sim")]
+    assert experiments, [e.name for e in client.search_experiments()]
+    return client.search_runs(experiments, f"tags.`kgbench.role` = '{role}'", max_results=100)
 
 
 def runtime_config_copy(tmp_path: Path) -> Path:
@@ -70,3 +80,29 @@ def run_ok(argv: list[str], env: dict[str, str], cwd: Path, timeout: float) -> s
     proc = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"{argv} exited {proc.returncode}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc
+
+
+# A KataGo stand-in that passes the preflight (`version` answers) and fails at once as an engine: a job that uses it
+# is recorded, and fails at its engine's start (kgserve gives up after two restarts), in seconds.
+STUB_KATAGO = """#!/bin/sh
+if [ "$1" = version ]; then echo "KataGo v1.17.2 (stub)"; exit 0; fi
+echo "stub katago: no GPU here" >&2
+exit 1
+"""
+
+
+def stub_engine_config(tmp_path: Path, *backends: str, script: str = STUB_KATAGO) -> Path:
+    """runtime_config_copy with `backends` (e.g. cuda, trt) pointed at `script` and the sim's model file."""
+    path = runtime_config_copy(tmp_path)
+    stub = tmp_path / "stub-katago"
+    stub.write_text(script)
+    stub.chmod(0o755)
+    yaml = YAML()
+    data: Any = yaml.load(path.read_text())
+    for backend in backends:
+        data["engine"]["backends"][backend]["command"] = [str(stub)]
+        data["engine"]["backends"][backend]["model"] = data["engine"]["backends"]["sim"]["model"]
+        data["engine"]["backends"][backend]["startup_timeout_s"] = 30
+    with path.open("w") as handle:
+        yaml.dump(data, handle)
+    return path

@@ -43,13 +43,14 @@ def _free_port() -> int:
 
 
 def _eigen_config(tmp_path: Path, katago: RealKatago) -> Path:
-    """The end-to-end test's commented runtime/config.yaml copy (tests/kgbench/decide), with the eigen backend
-    pointed at the real files the way a user does it (docs/real-katago.md) and a fixed free port
-    (serve_analysis.sh reads it from the file)."""
+    """The end-to-end test's commented runtime/config.yaml copy (tests/kgbench/decide), made a CPU runtime the way a
+    user does it (docs/real-katago.md: engine.backend eigen, its command and model the real files) with a fixed free
+    port (serve_analysis.sh reads it from the file)."""
     path = runtime_config_copy(tmp_path)
     yaml = YAML()
     data: Any = yaml.load(path.read_text())
     data["server"]["port"] = _free_port()
+    data["engine"]["backend"] = "eigen"  # the runtime promote writes: a GPU config would refuse a CPU sweep
     data["engine"]["backends"]["eigen"]["command"] = [str(katago.binary)]
     data["engine"]["backends"]["eigen"]["model"] = str(katago.model)
     data["engine"]["backends"]["eigen"]["startup_timeout_s"] = 60
@@ -103,7 +104,7 @@ def test_eigen_sweep_promote_serve(tmp_path: Path, real_katago: RealKatago) -> N
     promoted = run_ok(
         [PY, "-m", "kgbench.promote", "--experiment", "eigen", "--config", str(config)], env, tmp_path, timeout=300
     )
-    assert "WINNER" in promoted.stdout
+    assert promoted.stdout.startswith("promoted run ") and " eigen nnMaxBatchSize=" in promoted.stdout
     (winner,) = client.search_runs([experiment.experiment_id], "tags.promoted = 'true'")
     provenance = read_provenance(config.parent / "katago_serving.cfg")
     assert provenance is not None and provenance.run_id == winner.info.run_id

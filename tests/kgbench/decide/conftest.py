@@ -51,7 +51,7 @@ class Store:
             "backend": backend,
             "simulated": "false",
             "katago_version": "1.16.3",
-            "model_file": "kata1-zhizi-b40c768nbt-fdx6c.bin.gz",
+            "model_file": "kata1-zhizi-b40c768nbt-s11272M-d5935M.bin.gz",  # the net runtime/config.yaml serves
             "kgbench.status": "ok" if status == "FINISHED" else "failed",
             "kgbench.unstable": "false",
             "kgbench.invalid": "false",

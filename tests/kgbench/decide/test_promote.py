@@ -61,9 +61,13 @@ def test_promote_picks_fastest_clean_run_within_slo(
     store: Store, config_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     ids = _plant_main_sweep(store)
-    assert _main(store, config_path, "--slo-p99-ms", "1000") == 0
+    assert _main(store, config_path, "--slo-p99-ms", "1000", "--explain", "--diff") == 0
     out = capsys.readouterr().out
     assert "rule: among FINISHED runs" in out and "lowest p99 wins" in out and "decision: " in out
+    assert (
+        f"promoted run {ids['winner'][:8]}: trt nnMaxBatchSize=64 12.0 req/s, p99 800 ms, over "
+        f"{ids['tie_slower_p99'][:8]} (cuda nnMaxBatchSize=32, 12.0 req/s) for the lowest p99 among 2 runs tied"
+    ) in out
     for reason in ("3 errors", "p99 2000 ms > SLO 1000 ms", "unstable", "status FAILED", "WINNER"):
         assert reason in out
     cfg = config_path.parent / "katago_serving.cfg"
@@ -125,7 +129,7 @@ def test_previous_promotion_is_untagged_and_diff_shown(
         cfg="# better\nnnMaxBatchSize = 128\n",
     )
     capsys.readouterr()
-    assert _main(store, config_path) == 0  # default: the latest sweep
+    assert _main(store, config_path, "--diff") == 0  # default: the latest sweep
     out = capsys.readouterr().out
     assert "-nnMaxBatchSize = 64" in out and "+nnMaxBatchSize = 128" in out
     assert store.client.get_run(ids["winner"]).data.tags["promoted"] == "false"
@@ -136,13 +140,15 @@ def test_previous_promotion_is_untagged_and_diff_shown(
 
 
 def test_simulated_refused_without_flag(store: Store, config_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Into a config that serves the simulated engine: only with --allow-simulated (the header says so)."""
+    config_path.write_text(config_path.read_text().replace("  backend: cuda", "  backend: sim"))
     store.sweep("sim1")
     run_id = store.job(
         "sim1",
         "sim",
         backend="sim",
         metrics={**OK, "req_per_s": 9, "p99_ms": 100},
-        tags={"simulated": "true", "katago_version": "1.17.2-sim"},
+        tags={"simulated": "true", "katago_version": "1.17.2-sim", "model_file": "kgsim-b40c768.bin.gz"},
     )
     before = config_path.read_text()
     assert _main(store, config_path) == 1
@@ -255,7 +261,7 @@ def test_a_synthetic_nets_winner_never_reaches_the_tracked_runtime(
     config_before = config_path.read_text()
     assert _main(store, config_path) == 1
     captured = capsys.readouterr()
-    assert "synthetic net" in captured.out and "--allow-synthetic" in captured.err
+    assert "synthetic net" in captured.err and "--allow-synthetic" in captured.err
     scratch = tmp_path / "scratch-runtime"
     assert _main(store, config_path, "--allow-synthetic", "--runtime-dir", str(scratch)) == 0
     captured = capsys.readouterr()

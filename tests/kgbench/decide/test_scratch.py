@@ -54,16 +54,32 @@ def test_simulated_winner_goes_to_the_scratch_runtime(
     assert provenance is not None and provenance.simulated and provenance.run_id == sim
     tags = store.client.get_run(sim).data.tags
     assert tags[PROMOTED_SCRATCH] == str(scratch_config)
-    assert "promoted" not in tags
+    assert tags["promoted"] == "scratch"  # what the saved view shows: promoted, into a scratch runtime
     assert store.client.get_run(real).data.tags["promoted"] == "true"  # still what runtime/ serves
 
 
-def test_simulated_winner_with_explicit_config_writes_that_config(store: Store, tracked: Path) -> None:
+def test_simulated_runs_never_go_into_a_named_gpu_config(
+    store: Store, tracked: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A named config that serves a GPU build is another runtime than the sim's: refused, nothing written."""
     store.sweep("sim1")
     store.job("sim1", "sim", backend="sim", metrics={**OK, "req_per_s": 9}, tags=SIM_TAGS)
-    assert promote_mod.main(["--tracking-uri", store.uri, "--allow-simulated", "--config", str(tracked)]) == 0
-    assert load_settings(tracked).engine.backend == "sim"
-    assert not (tracked.parent / "scratch").exists()
+    before = tracked.read_bytes()
+    assert promote_mod.main(["--tracking-uri", store.uri, "--allow-simulated", "--config", str(tracked)]) == 1
+    err = capsys.readouterr().err
+    assert "promote will not cross runtimes" in err and "serves cuda (GPU)" in err and "sim (simulated)" in err
+    assert tracked.read_bytes() == before and not (tracked.parent / "scratch").exists()
+
+
+def test_a_second_scratch_promotion_takes_the_tag_over(store: Store, tracked: Path) -> None:
+    store.sweep("sim1")
+    first = store.job("sim1", "a", backend="sim", metrics={**OK, "req_per_s": 9}, tags=SIM_TAGS)
+    assert promote_mod.main(["--tracking-uri", store.uri, "--allow-simulated"]) == 0
+    store.sweep("sim2")
+    second = store.job("sim2", "b", backend="sim", metrics={**OK, "req_per_s": 9}, tags=SIM_TAGS)
+    assert promote_mod.main(["--tracking-uri", store.uri, "--allow-simulated"]) == 0
+    assert store.client.get_run(first).data.tags["promoted"] == "false"
+    assert store.client.get_run(second).data.tags["promoted"] == "scratch"
 
 
 def test_runtime_dir_keeps_a_real_promotion_out_of_the_config(store: Store, tracked: Path, tmp_path: Path) -> None:

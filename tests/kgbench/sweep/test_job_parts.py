@@ -6,11 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
-from omegaconf import DictConfig
 
-from kgbench.__main__ import CONF_DIR, rewrite_overrides
 from kgbench.load.types import LevelSummary, RequestRecord
 from kgbench.sweep import state
 from kgbench.sweep.failure import JobFailure
@@ -19,11 +16,7 @@ from kgbench.sweep.spec import check_engine_files, prepare
 from kgbench.track import summary, tracking
 from kgbench.track.plots import write_plots
 from kgserve.settings import load_settings
-
-
-def composed(*overrides: str) -> DictConfig:
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=rewrite_overrides(list(overrides)))
+from tests.helpers.kgbench_runs import composed
 
 
 def test_prepare_writes_the_cfg_and_a_job_local_kgserve_config(tmp_path: Path) -> None:

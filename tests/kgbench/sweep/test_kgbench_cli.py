@@ -7,34 +7,44 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
+from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role, stub_engine_config
 
 
 @pytest.mark.slow
-def test_users_line_without_katago_records_six_failed_runs(tmp_path: Path) -> None:
+def test_users_line_without_katago_is_refused_before_any_run(tmp_path: Path) -> None:
+    """Every job would fail for want of KataGo: one message naming the fix, no MLflow run, nothing started."""
     code, out = run_kgbench(tmp_path, "-m", "backend=cuda,trt", "nnMaxBatchSize=64,128,256")
-    assert code != 0, out
+    assert code == 2, out
     assert "Traceback" not in out, out
-    assert "kgbench sweep: 6 job(s), sorted by req/s" in out
+    assert "kgbench: nothing to run: no job can start here" in out and "nothing was recorded in MLflow" in out
+    assert "backend=cuda (3 jobs):" in out and "backend=trt (3 jobs):" in out
+    assert "runtime/bin/trt/katago does not exist" in out
+    assert "runtime/fetch_katago.sh" in out and "backend=sim" in out
+    assert "kgbench sweep:" not in out and "cold start" not in out and "mode=engine" not in out
+    assert not (tmp_path / "mlflow.db").exists()  # no store, no run, no parent
+    assert not list((tmp_path / "multirun").glob("*/.hydra"))  # no job was launched
+
+
+@pytest.mark.slow
+def test_a_single_run_without_katago_is_refused_too(tmp_path: Path) -> None:
+    code, out = run_kgbench(tmp_path, "backend=eigen")
+    assert code == 2 and "nothing to run" in out and "engine.binary=PATH" in out, out
+    assert not (tmp_path / "mlflow.db").exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_runs_the_jobs_that_can_start_and_names_the_others(tmp_path: Path) -> None:
+    code, out = run_kgbench(tmp_path, "-m", "backend=sim,cuda", "nnMaxBatchSize=8", "load=smoke",
+                            env={"KGSERVE_SIM_SPEED": "20"})  # fmt: skip
+    assert code == 0, out
+    assert "kgbench: skipping 1 of 2 jobs, which cannot start here (the other 1 run):" in out
+    assert "kgbench sweep: 1 job(s), sorted by req/s" in out
+    assert "skipped before start: 1 job(s): backend=cuda nnMaxBatchSize=8 load=smoke: the engine binary" in out
     client = client_for(tmp_path)
     (parent,) = runs_by_role(client, "sweep")
-    assert parent.info.status == "FAILED"
-    children = runs_by_role(client, "job")
-    assert len(children) == 6
-    seen = set()
-    for run in children:
-        assert run.info.status == "FAILED"
-        assert run.data.tags["mlflow.parentRunId"] == parent.info.run_id
-        backend = run.data.tags["backend"]
-        reason = run.data.tags["kgbench.failure_reason"]
-        assert "\n" not in reason
-        assert f"runtime/bin/{backend}/katago does not exist" in reason, reason
-        assert "backend=sim" in reason
-        seen.add((backend, run.data.params["katago.nnMaxBatchSize"]))
-        assert run.data.params["backend"] == backend
-        assert "katago.cfg" in {a.path for a in client.list_artifacts(run.info.run_id)}
-    assert seen == {(b, n) for b in ("cuda", "trt") for n in ("64", "128", "256")}
-    assert not list((tmp_path / "multirun").rglob("kgserve_stderr.log"))  # nothing was started
+    assert "backend=cuda nnMaxBatchSize=8 load=smoke: the engine binary" in parent.data.tags["kgbench.skipped_jobs"]
+    (job,) = runs_by_role(client, "job")
+    assert job.data.tags["backend"] == "sim" and job.info.status == "FINISHED"
 
 
 @pytest.mark.slow
@@ -58,13 +68,13 @@ def test_help_and_cfg_exit_zero(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_experiment_h200_runs_its_sweep_in_order_with_the_command_lines_keys(tmp_path: Path) -> None:
-    code, out = run_kgbench(tmp_path, "-m", "experiment=h200", "nnMaxBatchSize=64", "numAnalysisThreads=64")
-    assert code != 0, out  # no KataGo here: both jobs fail before starting anything
+    config = stub_engine_config(tmp_path, "cuda", "trt")  # KataGo stand-ins: each job fails as its engine starts
+    code, out = run_kgbench(tmp_path, "-m", "experiment=h200", "nnMaxBatchSize=64", "numAnalysisThreads=64",
+                            f"runtime_config={config}")  # fmt: skip
+    assert code != 0, out
     assert "Traceback" not in out, out
     assert "kgbench sweep: 2 job(s), sorted by req/s" in out
     jobs = [yaml.safe_load((tmp_path / "multirun" / str(n) / ".hydra" / "overrides.yaml").read_text()) for n in (0, 1)]
-    assert jobs == [
-        ["backend=cuda", "++nnMaxBatchSize=64", "++numAnalysisThreads=64", "experiment=h200"],
-        ["backend=trt", "++nnMaxBatchSize=64", "++numAnalysisThreads=64", "experiment=h200"],
-    ]
+    line = ["++nnMaxBatchSize=64", "++numAnalysisThreads=64", "experiment=h200", f"++runtime_config={config}"]
+    assert jobs == [["backend=cuda", *line], ["backend=trt", *line]]
     assert "job 1/2" in out

@@ -128,7 +128,7 @@ def test_sweep_on_pbs_nodes_survives_a_deleted_job(
     common = ["--tracking-uri", mlflow_server, "--experiment", EXPERIMENT]
     assert promote.main([*common, "--allow-simulated", "--dry-run"]) == 0
     chosen = capsys.readouterr().out
-    assert any(f"winner: run {r.info.run_id}" in chosen for r in done), chosen
+    assert any(f"would promote run {r.info.run_id[:8]}: sim" in chosen for r in done), chosen
     assert report.main([*common, "--out", str(tmp_path / "report")]) == 0
     assert any((tmp_path / "report").iterdir())
 

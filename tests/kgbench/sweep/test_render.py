@@ -78,6 +78,9 @@ def test_thread_warning_when_threads_cannot_fill_batches() -> None:
     )
     assert thread_warning({"numAnalysisThreads": 64, "nnMaxBatchSize": 32, "numNNServerThreadsPerModel": 4})
     assert render_cfg({**BASE, "numAnalysisThreads": 4}).warnings
+    assert "GPU underused" in warning
+    on_cpu = thread_warning({"numAnalysisThreads": 8, "nnMaxBatchSize": 32}, backend="eigen")
+    assert on_cpu is not None and "batches will stay small" in on_cpu and "GPU" not in on_cpu
 
 
 def test_home_data_dir_from_the_runtime_config_unless_set() -> None:

@@ -10,7 +10,9 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.__main__ import CONF_DIR, rewrite_overrides
 from kgbench.sweep.render import render_cfg
+from kgbench.track.tracking import tidy
 from kgserve.sim.throughput import predict_throughput
+from tests.conftest import REPO
 from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 
 pytestmark = pytest.mark.slow
@@ -30,12 +32,18 @@ def test_two_job_sim_sweep_is_tracked_under_one_parent(tmp_path: Path) -> None:
     assert code == 0, out
     assert "Traceback" not in out
     assert "kgbench sweep: 2 job(s), sorted by req/s" in out
+    assert "sweep: 1 of 2 jobs done in " in out and "left" in out  # the sweep's progress, off a terminal
+    assert "best job is run " in out and "promote it: python -m kgbench.promote --allow-simulated" in out
     client = client_for(tmp_path)
+    assert client.get_experiment_by_name("kgbench") is None  # simulated figures never sit beside real ones
     (parent,) = runs_by_role(client, "sweep")
+    assert client.get_experiment(parent.info.experiment_id).name == "kgbench-sim"
     assert parent.info.status == "FINISHED"
-    assert {"summary.txt", "summary.csv"} <= artifact_paths(client, parent.info.run_id)
+    parent_files = artifact_paths(client, parent.info.run_id)
+    assert {"summary.txt", "runs.csv", "summary.md", "pareto.png", "throughput_vs_concurrency.png"} <= parent_files
     children = runs_by_role(client, "job")
     assert len(children) == 2
+    assert {run.info.run_name for run in children} == {"sim b8 t128x2", "sim b32 t128x2"}
     assert {run.data.params["katago.nnMaxBatchSize"] for run in children} == {"8", "32"}
     for run in children:
         data = run.data
@@ -49,6 +57,8 @@ def test_two_job_sim_sweep_is_tracked_under_one_parent(tmp_path: Path) -> None:
         assert data.tags["hydra_overrides"].startswith("backend=sim nnMaxBatchSize=")
         for key in ("git_commit", "host", "gpu_name", "kgbench.unstable", "kgbench.invalid"):
             assert key in data.tags
+        assert data.tags["kgbench.runtime_config"] == str(REPO / "runtime" / "config.yaml")
+        assert data.metrics["req_per_s"] == tidy(data.metrics["req_per_s"])  # logged to four significant digits
         for key in (
             "backend",
             "engines",
@@ -87,7 +97,7 @@ def test_http_and_direct_transport_give_the_overhead(tmp_path: Path) -> None:
     assert set(runs) == {"http", "direct"}
     assert all(run.info.status == "FINISHED" for run in runs.values())
     http, direct = runs["http"].data.metrics, runs["direct"].data.metrics
-    assert http["overhead"] == pytest.approx(1 - http["req_per_s"] / direct["req_per_s"])
+    assert http["overhead"] == pytest.approx(1 - http["req_per_s"] / direct["req_per_s"], rel=1e-3)  # 4 digits
     assert "overhead" not in direct
     assert direct["nn_rows"] > 0 and direct["engine_start_s"] > 0
 
@@ -124,7 +134,7 @@ def test_small_grid_finds_the_sims_optimum(tmp_path: Path) -> None:
     assert set(measured) == set(grid)
     assert max(measured, key=lambda b: measured[b]) == best, (measured, predicted)
     lines = out[out.index("kgbench sweep: 3 job(s)") :].splitlines()
-    assert "nnMaxBatchSize=32" in lines[2]  # the table's first row is the best job
+    assert lines[2].split()[:2] == ["sim", "b32"]  # the table's first row is the best job (its short name)
 
 
 def test_engine_mode_records_the_benchmark_per_thread_count(tmp_path: Path) -> None:

@@ -1,14 +1,20 @@
-"""The kgbench experiment is labelled for `mlflow ui` (experiment kind, saved view), on a real sqlite store."""
+"""What `mlflow ui` shows of kgbench: the experiment labelled (experiment kind, saved view) on a real sqlite store,
+short run names, metrics to four significant digits, and no deprecation warning from MLflow's own server."""
 
 from __future__ import annotations
 
 import json
+import math
+import subprocess
+import sys
 from collections.abc import Iterator
 
 import pytest
 from mlflow.tracking import MlflowClient
 
 from kgbench.track import mlflow_ui, tracking
+from kgbench.track.naming import job_name
+from kgbench.track.tracking import tidy
 
 
 @pytest.fixture(scope="module")
@@ -60,3 +66,31 @@ def test_runs_url() -> None:
         "http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey=kgbench-jobs-v1"
     )
     assert mlflow_ui.runs_url("7", "https://mlflow.example.invalid/").startswith("https://mlflow.example.invalid/#/")
+
+
+def test_run_names_are_short_and_say_what_differs() -> None:
+    cfg = {"backend": "cuda", "nnMaxBatchSize": 128, "numAnalysisThreads": 64, "numSearchThreadsPerAnalysisThread": 2}
+    assert job_name(cfg, ["backend=cuda", "++nnMaxBatchSize=128", "load=smoke"]) == "cuda b128 t64x2"
+    more = {**cfg, "numNNServerThreadsPerModel": 4, "transport": "direct", "engines": 2}
+    overrides = ["++numNNServerThreadsPerModel=4", "transport=direct", "engines=2", "runtime_config=/x.yaml"]
+    assert job_name(more, overrides) == "cuda b128 t64x2 srv4 direct 2 engines"
+    assert job_name({"backend": "sim"}, ["++useFP16=false"]) == "sim useFP16=false"
+
+
+def test_metrics_are_logged_to_four_significant_digits() -> None:
+    assert tidy(173.333333) == 173.3 and tidy(0.0123456) == 0.01235 and tidy(12345.678) == 12346.0
+    assert tidy(8.0) == 8.0 and tidy(123456.0) == 123456.0 and tidy(0.0) == 0.0 and math.isnan(tidy(math.nan))
+
+
+@pytest.mark.slow
+def test_mlflow_ui_prints_no_deprecation_warning() -> None:
+    """kgbench's MLflow plugin (kgbench.track.mlflow_plugin) silences the one warning MLflow's server prints per worker
+    (its own use of starlette's deprecated WSGI middleware) when the server's module is imported as `mlflow ui` does."""
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", "import mlflow.server.fastapi_app"],
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "starlette.middleware.wsgi is deprecated" not in done.stderr

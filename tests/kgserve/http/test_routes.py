@@ -1,5 +1,6 @@
-"""/analysis is registered once, as a plain ASGI app in front of FastAPI's router: POST runs queries, any other
-method gets FastAPI's own 405 (with `Allow: POST`), and the route table holds no second /analysis."""
+"""The root answers with the service's routes (not a 404). /analysis is registered once, as a plain ASGI app in
+front of FastAPI's router: POST runs queries, any other method gets FastAPI's own 405 (with `Allow: POST`), and the
+route table holds no second /analysis."""
 
 from __future__ import annotations
 
@@ -26,3 +27,13 @@ async def test_other_methods_on_analysis_get_405(settings_factory: Any, method: 
 def test_analysis_is_not_in_the_route_table(settings_factory: Any) -> None:
     app = create_app(settings_factory())
     assert "/analysis" not in [getattr(route, "path", None) for route in app.router.routes]
+
+
+async def test_the_root_says_where_the_routes_are(settings_factory: Any) -> None:
+    app = create_app(settings_factory())
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+        response = await client.get("/")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["service"] == "kgserve"
+    assert {"POST /analysis", "GET /readyz", "GET /healthz", "GET /metrics"} <= set(body["routes"])
