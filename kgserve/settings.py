@@ -81,7 +81,10 @@ class EngineSettings(_Strict):
     restart_backoff_initial_s: float = Field(0.5, gt=0)
     restart_backoff_max_s: float = Field(30.0, gt=0)
     stderr_tail_lines: int = Field(50, ge=1, le=10000)
-    liveness_interval_s: float = Field(10.0, gt=0)  # how often a ready engine is asked query_version
+    liveness_interval_s: float = Field(5.0, gt=0)  # how often a ready engine is asked query_version
+    # ...and at once when it has queries pending and has written nothing for this long
+    silent_probe_s: float = Field(1.0, gt=0)
+    probe_late_s: float = Field(2.0, gt=0)  # an answer later than this: frozen, no new query until it answers
     liveness_timeout_s: float = Field(30.0, gt=0)  # no answer in this long: the engine is killed and restarted
     # a synthetic net (random weights, `python -m kgbench.nets synth`) is served only when this says the run is a
     # throughput test: its analyses are noise (kgserve.katago.netfile); /readyz then says so
@@ -124,6 +127,8 @@ class LimitsSettings(_Strict):
     max_queries_per_request: int = Field(256, ge=1)
     max_turns_per_query: int = Field(1000, ge=1)
     terminate_grace_s: float = Field(2.0, gt=0)  # after a deadline: how long to wait for KataGo's last lines
+    # a query asking for partial results more often is refused with KataGo's own error for the field
+    min_report_interval_s: float = Field(0.1, ge=0.001, le=1e6)
 
 
 class WebSocketSettings(_Strict):

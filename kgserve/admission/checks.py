@@ -11,6 +11,8 @@
   - `analyzeTurns: []`: KataGo analyses no turn and writes no line at all for such a query, so nothing could
     tell when it is finished: kgserve does not send it and it contributes no line to the response (so a
     KataGo error for an otherwise invalid query with no turns is not reported either);
+  - `reportDuringSearchEvery` under `limits.min_report_interval_s` -> KataGo's own error line for the field,
+    with kgserve's floor in place of KataGo's 0.001 (`Must be number of seconds from 0.1 to 1000000.0`);
   - a rules string whose komi is not an integer or half-integer (legacy form, e.g. `scoreAREAkomi0.25`, and no
     top-level `komi`) -> an error line for that query: KataGo v1.17.2 accepts it and then exits on a failed
     assert when a search scores a finished game, killing every query in flight on that engine (a rules string
@@ -30,6 +32,7 @@ __all__ = [
     "MAX_KOMI_RULES_CHARS",
     "CheckedQuery",
     "check_query",
+    "check_report_interval",
     "check_rules_komi",
     "classify_safely",
     "search_visits",
@@ -76,7 +79,7 @@ def check_query(query: Query, limits: LimitsSettings, cfg_visits: int | None) ->
             f"{limits.max_turns_per_query} (limits.max_turns_per_query)"
         )
         return Rejected(error_line(message, caller_id=query.caller_id, field="analyzeTurns"), query.caller_id)
-    refused = check_rules_komi(query)
+    refused = check_rules_komi(query) or check_report_interval(query, limits.min_report_interval_s)
     if refused is not None:
         return refused
     visits = search_visits(query, cfg_visits)
@@ -124,6 +127,19 @@ def check_rules_komi(query: Query) -> Rejected | None:
         f"{_KOMI_CRASH} (use a half-integer komi, or a top-level komi)"
     )
     return Rejected(error_line(message, caller_id=query.caller_id, field="rules"), query.caller_id)
+
+
+REPORT_INTERVAL_FIELD = "reportDuringSearchEvery"
+
+
+def check_report_interval(query: Query, floor_s: float) -> Rejected | None:
+    """KataGo's error line for `reportDuringSearchEvery` when the query asks for partial results more often than
+    every `floor_s` seconds (KataGo's own floor is 0.001 s: the text is KataGo's with kgserve's floor)."""
+    value = query.body.get(REPORT_INTERVAL_FIELD)
+    if not (type(value) is float or type(value) is int) or value >= floor_s:
+        return None  # not there, or not a number (KataGo's own error), or often enough
+    message = f"Must be number of seconds from {floor_s:g} to 1000000.0"
+    return Rejected(error_line(message, caller_id=query.caller_id, field=REPORT_INTERVAL_FIELD), query.caller_id)
 
 
 def _visits_source(query: Query) -> str:

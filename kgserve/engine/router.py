@@ -66,6 +66,23 @@ class Router:
         self._send(engine_line(query, internal))
         return stream
 
+    def detach_unstarted(self) -> list[QueryStream]:
+        """Take off the queries that have had no line yet and are not being aborted (for another engine)."""
+        taken = [stream for stream in self._streams.values() if not stream.started and not stream.aborted]
+        for stream in taken:
+            del self._streams[stream.internal_id.encode()]
+            self.outstanding_visits -= stream.outstanding_visits
+        return taken
+
+    def adopt(self, stream: QueryStream) -> None:
+        """Run a query another engine's router gave up (detach_unstarted), under a fresh internal id."""
+        stream.engine = self.owner
+        stream.internal_id = f"kgq{next(_ids)}"
+        self._streams[stream.internal_id.encode()] = stream
+        self.outstanding_visits += stream.outstanding_visits
+        self.counters["queries"] += 1
+        self._send(engine_line(stream.query, stream.internal_id))
+
     def terminate(self, stream: QueryStream, turns: list[int] | None = None) -> None:
         """KataGo `terminate` for the stream's query (only `turns` of it, when given): its last lines still come.
         A whole query is given up with AbortTimeout when they do not come within abort_timeout_s."""

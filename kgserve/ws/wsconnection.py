@@ -21,7 +21,7 @@ from kgserve.context import ServeContext
 from kgserve.engine.errors import failure_text
 from kgserve.katago.protocol import Query, Rejected, dump_compact, error_line, split_body
 from kgserve.metrics import Metrics
-from kgserve.ws.actions import ACTIONS, known_action, terminate_request, unavailable, version_answer
+from kgserve.ws.actions import ACTIONS, action_body, terminate_request, unavailable, version_answer
 from kgserve.ws.sendbuffer import SendBuffer
 
 __all__ = ["ACTIONS", "Connection"]
@@ -117,7 +117,7 @@ class Connection:
         for line in lines:
             item = classify_safely(line)
             if isinstance(item, Rejected):
-                if item.caller_id is not None and self._action(line):
+                if self._action(item):
                     continue
                 self.counts["rejected"] += 1
                 self.metrics.websocket_query("rejected")
@@ -203,7 +203,7 @@ class Connection:
             self.ctx.admission.release(1)
             self.metrics.websocket_query(outcome)
 
-    def _abort(self, stream: Any, turns: list[int] | None) -> None:
+    def _abort(self, stream: Any, turns: frozenset[int] | None) -> None:
         pool = self.ctx.pool
         if pool is None:
             return
@@ -213,15 +213,15 @@ class Connection:
             else:
                 pool.abort(stream, turns)
 
-    def _abort_all(self, caller_id: str | None, turns: list[int] | None = None) -> None:
+    def _abort_all(self, caller_id: str | None, turns: frozenset[int] | None = None) -> None:
         for running in list(self.running.values()):
             if caller_id is None or running.query.caller_id == caller_id:
                 self._abort(running.stream, turns)
 
     # -- actions -----------------------------------------------------------------------------------------
-    def _action(self, line: bytes) -> bool:
+    def _action(self, item: Rejected) -> bool:
         """Handle an action line; False when the line is no action kgserve knows (its error line stands)."""
-        body = known_action(line)
+        body = action_body(item)
         if body is None:
             return False
         if body["action"] not in ACTIONS:
@@ -231,7 +231,7 @@ class Connection:
             version = (pool.status() if pool is not None else {}).get("katago_version")
             self._send(version_answer(body, version, getattr(pool, "katago_git_hash", None)))
         else:
-            request = terminate_request(body)
+            request = terminate_request(body, self.limits.max_turns_per_query)
             if isinstance(request, bytes):
                 self._send(request)
             else:
