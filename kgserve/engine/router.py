@@ -46,7 +46,15 @@ class Router:
         self.default_visits = default_visits  # cost of a query without an integer maxVisits
         self.abort_timeout_s = abort_timeout_s
         self.outstanding_visits = 0
-        self.counters = {"queries": 0, "finished": 0, "died": 0, "aborted": 0, "lines": 0, "unrouted": 0}
+        self.counters = {
+            "queries": 0,
+            "finished": 0,
+            "died": 0,
+            "aborted": 0,
+            "lines": 0,
+            "unrouted": 0,
+            "partial_dropped": 0,  # partial lines a front end's per-client cap held back (QueryStream.partial_gate)
+        }
         self._send = send
         self._streams: dict[bytes, QueryStream] = {}
         self._actions: dict[bytes, asyncio.Future[bytes] | None] = {}
@@ -132,6 +140,9 @@ class Router:
         stream = self._streams.get(key) if span is not None else None
         if stream is not None and span is not None:
             kind = line_kind(line, span[1])
+            if kind == "partial" and stream.partial_gate is not None and not stream.partial_gate(len(line)):
+                self.counters["partial_dropped"] += 1
+                return
             stream._push(restore_id(line, span, stream.caller_id_json))
             if kind == "final":
                 stream.finals_left -= 1

@@ -43,6 +43,9 @@ class QueryStream:
         self.caller_id_json = query.caller_id_json
         self.aborted = False
         self.started = False  # a line has come (a query with none yet may move to another engine)
+        # asked before each partial (isDuringSearch) line with its size: False and the line is not passed on (a
+        # front end's per-client cap on partial-line bytes); None: every line is
+        self.partial_gate: Callable[[int], bool] | None = None
         self.done = False
         self.error: BaseException | None = None
         self.submitted_at = time.monotonic()

@@ -18,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 from starlette.types import Receive, Scope, Send
 
-from kgserve.admission.limits import Admission
+from kgserve.admission.limits import Admission, Ticket
 from kgserve.engine.client import EngineClient
 from kgserve.engine.errors import failure_text
 from kgserve.engine.stream import Listener
@@ -75,6 +75,7 @@ class Plan:
 
     pool: EngineClient
     admission: Admission
+    ticket: Ticket  # what the request holds: its in-flight slots, its bytes of the budget, its client
     queries: Sequence[Query]
     rejections: Sequence[bytes]
     deadline_s: float
@@ -133,8 +134,14 @@ class Exchange:
         self.scope = scope
         self.receive = receive
         # HTTP/1.0 has no chunked encoding: such a client gets the whole response at the end, with a length
+        client = plan.ticket.client
+        budget = plan.admission.budget
         self.outbox = Outbox(
-            send, plan.buffer_limit, whole=scope.get("http_version") == "1.0", hold=writes_holder(scope)
+            send,
+            plan.buffer_limit,
+            whole=scope.get("http_version") == "1.0",
+            hold=writes_holder(scope),
+            charge=(lambda size: budget.take(client, size), lambda size: budget.give(client, size)),
         )
         events: EventChannel[Event] = EventChannel()  # not EventChannel[Event](): typing's call costs µs
         self.events = events
@@ -175,7 +182,7 @@ class Exchange:
         """The request's in-flight slots go back once its queries are over, not when its last byte is out."""
         if not self._released:
             self._released = True
-            self.plan.admission.release(len(self.plan.queries))
+            self.plan.admission.release(self.plan.ticket)
 
     # -- the run -------------------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -326,6 +333,8 @@ class Exchange:
             abort_connection(self.scope)
         if self.slow or self.cancelled or not self.outbox.finished:
             self.outbox.cancel()
+        self.outbox.discharge()  # the answer bytes it held of the budget
+        self.plan.admission.clients.let_go(self.plan.ticket.client)
 
     def _outcome(self) -> str:
         if self.cancelled:
