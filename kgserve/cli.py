@@ -27,6 +27,7 @@ import uvicorn
 
 from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
 from kgserve.logformat import LineHandler, listening_line
+from kgserve.malloc import tune_malloc
 from kgserve.preflight import startup_problems
 from kgserve.settings import ConfigError, Settings, load_settings
 from kgserve.workers import parse_worker, supervise, worker_settings
@@ -131,6 +132,7 @@ async def _serve(settings: Settings, sock: socket.socket) -> None:
     app = create_app(settings)
     config = uvicorn_config(app, settings)
     tune_gc()
+    tune_malloc()
     server = _Server(config, url_host=_url_host(settings.server.host))
     await server.serve(sockets=[sock])
     ctx = app.state.kgserve

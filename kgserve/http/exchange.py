@@ -211,6 +211,8 @@ class Exchange:
             self.state["outcome"] = self._outcome()
 
     def _submit_all(self) -> None:
+        client = self.plan.ticket.client
+        gate = client.take_partial if client.partial_rate else None  # the client's cap on partial-line bytes
         for index, query in enumerate(self.plan.queries):
             try:
                 stream = self.streams[index] = self.plan.pool.submit(query)
@@ -222,6 +224,7 @@ class Exchange:
                 self.events.put_nowait(("died", index, message))
                 continue
             if hasattr(stream, "listen"):
+                stream.partial_gate = gate
                 stream.listen(_listener(index, self.events))
             else:
                 self._tasks.append(asyncio.create_task(_pump(index, stream, self.events)))

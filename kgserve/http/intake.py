@@ -118,8 +118,9 @@ class _Refused(Exception):
         self.response = response
 
 
-def _over(refused: Refusal) -> _Refused:
-    return _Refused(refusal(refused.status, refused.message, {"retry-after": str(RETRY_AFTER_S)}))
+def _over(refused: Refusal, *, close: bool = False) -> _Refused:
+    headers = {"retry-after": str(RETRY_AFTER_S), **({"connection": "close"} if close else {})}
+    return _Refused(refusal(refused.status, refused.message, headers))
 
 
 def _declared(length: bytes | None) -> int:
@@ -148,13 +149,14 @@ async def _read_body(scope: Scope, receive: Receive, ctx: ServeContext, client: 
 
     state["held"] = 0
     if 0 < declared <= limits.max_body_bytes and not hold(declared):
-        raise _over(refused[0])
+        # refused before its body is read: the connection is closed after the answer, not kept reading the body
+        raise _over(refused[0], close=True)
     try:
         return await read_limited(length, receive, limits.max_body_bytes, None if declared else hold)
     except BodyTooLarge as exc:
         raise _Refused(refusal(413, f"kgserve: {exc} (limits.max_body_bytes)")) from None
     except OverBudget:
-        raise _over(refused[0]) from None
+        raise _over(refused[0], close=True) from None
     except ClientGone:
         # gone before its body arrived (or cut by server.body_timeout_s, kgserve.http.httpguard): nothing to answer
         state["outcome"] = "body_timeout" if state.get("kgserve_timeout") == "body" else "disconnect"
