@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 from kgserve.admission.limits import Admission, Ticket
 from kgserve.engine.client import EngineClient
 from kgserve.engine.errors import failure_text
-from kgserve.engine.stream import Listener
+from kgserve.engine.stream import Listener, QueryStream
 from kgserve.http.httpguard import abort_connection, on_disconnect, writes_holder
 from kgserve.http.outbox import Outbox
 from kgserve.katago.protocol import Query, dump_compact, error_line, line_kind, locate_id
@@ -223,7 +223,7 @@ class Exchange:
                 message = f"engine unavailable: kgserve could not submit this query ({reason})"
                 self.events.put_nowait(("died", index, message))
                 continue
-            if hasattr(stream, "listen"):
+            if isinstance(stream, QueryStream):  # the engine pool's: it takes a callback (no task per query)
                 stream.partial_gate = gate
                 stream.listen(_listener(index, self.events))
             else:
