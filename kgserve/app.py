@@ -22,7 +22,7 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kgserve.admission.limits import Admission
-from kgserve.auth import TokenAuth, token_from_env
+from kgserve.auth import TokenAuth, token_from_env, tokens_from_env
 from kgserve.context import ServeContext
 from kgserve.engine.client import EngineClient
 from kgserve.engine.pool import EnginePool
@@ -75,7 +75,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     """The app for `settings` (default: runtime/config.yaml, so `uvicorn --factory kgserve.app:create_app`
     works too). `pool_factory` replaces the engine pool (tests)."""
     settings = settings if settings is not None else load_settings()
-    admission = Admission(settings.limits.max_inflight_queries)
+    admission = Admission(settings.limits)
     ctx = ServeContext(settings=settings, admission=admission, cfg_visits=cfg_max_visits(settings.engine.cfg))
     metrics = Metrics(
         status=lambda: ctx.pool.status() if ctx.pool is not None else None,
@@ -104,7 +104,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     # no redirect from /analysis/ to /analysis: Starlette builds the Location from the client's Host header
     app.router.redirect_slashes = False
     token = token_from_env(settings.server)
-    auth = TokenAuth(token)
+    auth = TokenAuth(token, tokens_from_env(settings.priority.interactive_token_env))
     app.state.kgserve = ctx
     app.state.metrics = metrics
     app.state.auth = auth

@@ -27,9 +27,11 @@ import uvicorn
 
 from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
 from kgserve.logformat import LineHandler, listening_line
+from kgserve.malloc import tune_malloc
 from kgserve.preflight import startup_problems
 from kgserve.settings import ConfigError, Settings, load_settings
 from kgserve.workers import parse_worker, supervise, worker_settings
+from kgserve.ws.wsguard import guarded_websocket
 
 __all__ = ["bind_socket", "main", "uvicorn_config"]
 
@@ -108,9 +110,11 @@ def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
     No proxy-headers middleware: kgserve uses neither the client address nor the scheme, and that layer
     parses every request's headers."""
     server = settings.server
+    clients = app.state.kgserve.admission.clients  # per-client connection caps (kgserve.admission.clients)
     return uvicorn.Config(
         app,
-        http=guarded_protocol(ConnectionLimits.from_settings(server)),
+        http=guarded_protocol(ConnectionLimits.from_settings(server), clients),
+        ws=guarded_websocket(server.send_timeout_s),
         log_config=None,
         access_log=False,
         proxy_headers=False,
@@ -128,6 +132,7 @@ async def _serve(settings: Settings, sock: socket.socket) -> None:
     app = create_app(settings)
     config = uvicorn_config(app, settings)
     tune_gc()
+    tune_malloc()
     server = _Server(config, url_host=_url_host(settings.server.host))
     await server.serve(sockets=[sock])
     ctx = app.state.kgserve

@@ -81,7 +81,10 @@ class EngineSettings(_Strict):
     restart_backoff_initial_s: float = Field(0.5, gt=0)
     restart_backoff_max_s: float = Field(30.0, gt=0)
     stderr_tail_lines: int = Field(50, ge=1, le=10000)
-    liveness_interval_s: float = Field(10.0, gt=0)  # how often a ready engine is asked query_version
+    liveness_interval_s: float = Field(5.0, gt=0)  # how often a ready engine is asked query_version
+    # ...and at once when it has queries pending and has written nothing for this long
+    silent_probe_s: float = Field(1.0, gt=0)
+    probe_late_s: float = Field(2.0, gt=0)  # an answer later than this: frozen, no new query until it answers
     liveness_timeout_s: float = Field(30.0, gt=0)  # no answer in this long: the engine is killed and restarted
     # a synthetic net (random weights, `python -m kgbench.nets synth`) is served only when this says the run is a
     # throughput test: its analyses are noise (kgserve.katago.netfile); /readyz then says so
@@ -124,6 +127,15 @@ class LimitsSettings(_Strict):
     max_queries_per_request: int = Field(256, ge=1)
     max_turns_per_query: int = Field(1000, ge=1)
     terminate_grace_s: float = Field(2.0, gt=0)  # after a deadline: how long to wait for KataGo's last lines
+    # a query asking for partial results more often is refused with KataGo's own error for the field
+    min_report_interval_s: float = Field(0.1, ge=0.001, le=1e6)
+    # per client (address, and token where auth is on; connections: per address): docs/http-limits.md
+    max_inflight_per_client: int = Field(512, ge=1)  # over it: 429 / an error line
+    max_connections_per_client: int = Field(64, ge=1)  # HTTP and WebSocket; over it: 429 and the connection closed
+    max_partial_bytes_per_s: int = Field(4 << 20, ge=0)  # partial lines past this rate are not sent (0: no cap)
+    # bytes held for work in flight (kgserve.admission.budget): over it, 429 / an error line / a slow client dropped
+    memory_budget_bytes: int = Field(256 << 20, ge=1 << 20)
+    memory_per_client_bytes: int = Field(64 << 20, ge=1 << 20)
 
 
 class WebSocketSettings(_Strict):
@@ -141,6 +153,11 @@ class PrioritySettings(_Strict):
     classes: bool = True  # false: callers' `priority` goes to KataGo unchanged, class requests are ignored
     http_default: Literal["interactive", "batch"] = "batch"
     websocket_default: Literal["interactive", "batch"] = "interactive"
+    # interactive queries one client may have in flight; more of its queries run as batch (0: no interactive
+    # without the credential)...
+    interactive_share: int = Field(16, ge=0)
+    # ...unless it presents one of the tokens in this environment variable (comma-separated; null: none)
+    interactive_token_env: str | None = None
 
 
 class ReleaseNetwork(_Strict):

@@ -3,11 +3,11 @@
 `python -m kgserve` with `server.workers: N` (N > 1) becomes a small supervisor: it reserves the port
 (port 0: the kernel picks one) and starts N workers, `python -m kgserve ... --worker I/N`, each of which
 binds the same port with SO_REUSEPORT (the kernel spreads new connections over them) and serves with its
-share of the engines (`engine.processes` split as evenly as it goes), of `limits.max_inflight_queries`
-and of `engine.min_ready`. Each worker is a whole kgserve: its own log lines, /readyz and /metrics (a
-scrape reaches one worker). SIGTERM / SIGINT to the supervisor go to every worker (each drains as a single
-kgserve does); a worker that exits on its own stops the others and the supervisor exits 1. A worker dies
-with its supervisor (parent-death signal), and its engines with it.
+share of the engines (`engine.processes` split as evenly as it goes), of `limits.max_inflight_queries`, of the
+memory budget, of the per-client caps (rounded up) and of `engine.min_ready`. Each worker is a whole kgserve:
+its own log lines, /readyz and /metrics (a scrape reaches one worker). SIGTERM / SIGINT to the supervisor go to
+every worker (each drains as a single kgserve does); a worker that exits on its own stops the others and the
+supervisor exits 1. A worker dies with its supervisor (parent-death signal), and its engines with it.
 """
 
 from __future__ import annotations
@@ -45,11 +45,19 @@ def worker_settings(settings: Settings, index: int, count: int) -> Settings:
     min_ready = None
     if engine.min_ready is not None:
         min_ready = max(1, min(share, math.ceil(engine.min_ready * share / engine.processes)))
-    inflight = max(1, limits.max_inflight_queries // count)
+    # the server-wide bounds are split; a client's share is too (the kernel spreads its connections over the
+    # workers), rounded up so that a client is never held to less than its cap over all workers together
+    shares = {
+        "max_inflight_queries": max(1, limits.max_inflight_queries // count),
+        "memory_budget_bytes": max(1 << 20, limits.memory_budget_bytes // count),
+        "max_inflight_per_client": math.ceil(limits.max_inflight_per_client / count),
+        "max_connections_per_client": math.ceil(limits.max_connections_per_client / count),
+        "memory_per_client_bytes": max(1 << 20, math.ceil(limits.memory_per_client_bytes / count)),
+    }
     return settings.model_copy(
         update={
             "engine": engine.model_copy(update={"processes": share, "min_ready": min_ready}),
-            "limits": limits.model_copy(update={"max_inflight_queries": inflight}),
+            "limits": limits.model_copy(update=shares),
         }
     )
 

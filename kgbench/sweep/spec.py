@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from kgbench.sweep.engine_choice import apply_engine_choice
 from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.render import Rendered, render_cfg
+from kgbench.targets.kgserve_process import one_client
 from kgserve.katago.netfile import is_synthetic_model
 from kgserve.preflight import startup_problems
 from kgserve.settings import DEFAULT_CONFIG_PATH, Settings, load_settings
@@ -50,6 +51,7 @@ def job_settings_yaml(settings: Settings, cfg_path: Path, engines: int, min_infl
         data["engine"]["throughput_test"] = True
     limits = data.setdefault("limits", {})
     limits["max_inflight_queries"] = max(int(limits.get("max_inflight_queries", 0)), min_inflight)
+    one_client(limits)  # the load generator is the job's kgserve's only client
     header = "# kgserve config of one kgbench job (generated from the runtime config; absolute paths)\n"
     return header + yaml.safe_dump(data, sort_keys=False)
 

@@ -34,7 +34,7 @@ from kgbench.targets.enginelog import MAX_LINES, UNUSED_KEY, unused_key_reason
 from kgserve.logformat import LISTENING_RE
 from kgserve.settings import Settings
 
-__all__ = ["KgserveProcess", "engine_pids", "kgserve_running", "write_config"]
+__all__ = ["KgserveProcess", "engine_pids", "kgserve_running", "one_client", "write_config"]
 
 
 class KgserveProcess:
@@ -226,11 +226,20 @@ class KgserveProcess:
                 self.proc.stdout.close()
 
 
+def one_client(limits: dict[str, Any]) -> None:
+    """kgserve's limits for a load generator that is its only client: the per-client caps (issue 27) as wide as the
+    server-wide ones, so the measured load is not refused as one client's share."""
+    limits["max_inflight_per_client"] = limits["max_inflight_queries"]
+    limits["max_connections_per_client"] = 1 << 16
+    limits["memory_per_client_bytes"] = limits.get("memory_budget_bytes", 256 << 20)
+
+
 def write_config(settings: Settings, directory: Path, *, max_inflight: int = 4096) -> Path:
-    """A kgserve config file with absolute paths, loopback, port 0, no auth."""
+    """A kgserve config file with absolute paths, loopback, port 0, no auth, one client."""
     data: dict[str, Any] = settings.model_dump(mode="json")
     data["server"].update(host="127.0.0.1", port=0, auth_token_env=None)
     data.setdefault("limits", {})["max_inflight_queries"] = max_inflight
+    one_client(data["limits"])
     path = directory / "kgserve_bench.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path

@@ -6,10 +6,11 @@ is never preempted (cpp/command/analysis.cpp: `toAnalyzeQueue`, key `(priority, 
 So an interactive query waits at most for one search thread to finish, instead of behind the whole
 batch backlog, once every interactive priority is above every batch one.
 
-Each class owns a band of KataGo priorities: the caller's own `priority` (or each of `priorities`) is
-clamped to [-BAND, BAND] and shifted by the class's offset, so a caller still orders its own queries
-inside its class, and no batch query can outrank an interactive one. A value that is not an integer is
-left alone, for KataGo to answer with its own error line.
+Each class owns a band of KataGo priorities: the priority KataGo would read from the caller's own `priority`
+(or from each of `priorities`: floats truncated, uint64 wrapped, kgserve.katago.priorities) is clamped to
+[-BAND, BAND] and shifted by the class's offset, so a caller still orders its own queries inside its class,
+and no value KataGo accepts lets a batch query outrank an interactive one. A value KataGo refuses (a float
+`priority`, a boolean, beyond +-2^62) is left alone, for KataGo to answer with its own error line.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal, get_args
 
+from kgserve.katago.priorities import read_priorities, read_priority
 from kgserve.katago.protocol import Query
 
 __all__ = ["BAND", "CLASS_OFFSET", "PriorityClass", "UnknownClass", "apply_class", "class_priority", "parse_class"]
@@ -47,25 +49,25 @@ def class_priority(klass: PriorityClass, own: int) -> int:
     return CLASS_OFFSET[klass] + max(-BAND, min(BAND, own))
 
 
-def _is_int(value: Any) -> bool:
-    return type(value) is int  # bool is not an integer to KataGo either
-
-
 def apply_class(query: Query, klass: PriorityClass) -> Query:
     """The query with its priority moved into `klass`'s band (the same object when nothing changes)."""
     body = query.body
     if "priority" in body and "priorities" in body:
         return query  # KataGo refuses both at once: let it say so
     if "priorities" in body:
-        values = body["priorities"]
-        if not isinstance(values, list) or not all(_is_int(value) for value in values):
+        values = read_priorities(body["priorities"])
+        if values is None:
             return query
         mapped: dict[str, Any] = {**body, "priorities": [class_priority(klass, value) for value in values]}
         return replace(query, body=mapped, raw=None)  # the engine must get the new body, not the raw line
-    own = body.get("priority", 0)
-    if not _is_int(own):
+    if "priority" not in body:
+        if klass == "batch":
+            return query  # KataGo's default priority 0 is batch's own 0: nothing to add
+        return replace(query, body={**body, "priority": class_priority(klass, 0)}, raw=None)
+    own = read_priority(body["priority"])
+    if own is None:
         return query
     priority = class_priority(klass, own)
-    if "priority" not in body and priority == 0:
-        return query
+    if priority == body["priority"]:
+        return query  # already in its band as KataGo reads it: the client's own bytes go to the engine
     return replace(query, body={**body, "priority": priority}, raw=None)

@@ -11,7 +11,9 @@
   `noResults`) lines and ends. If the engine never answers, `AbortTimeout` ends it after `abort_timeout_s`.
 - `close(grace_s)`: terminate_all, close stdin, wait `grace_s`, SIGTERM, SIGKILL. Every stream is settled
   (finished or EngineDied) on every exit path.
-- `probe(timeout_s)`: liveness, an internal query_version answered in time.
+- `start_probe()`: liveness, an internal query_version answered in time (the watchdog,
+  kgserve.engine.watchdog, sets `suspect` / `frozen`); `take_back_unstarted()` and `adopt(stream)` move a frozen
+  engine's queries that have had no line yet to another engine.
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ class Engine:
         self.model: str | None = None
         self.git_hash: str | None = None
         self.start_s: float | None = None  # spawn -> ready line, seconds
+        # set by its watchdog (kgserve.engine.watchdog): silent with queries pending (a probe is out), or frozen
+        # (a probe was answered late): the pool sends new queries elsewhere (a frozen engine gets none at all)
+        self.suspect = False
+        self.frozen = False
         self.process = EngineProcess(
             list(spec.argv),
             label=spec.label,
@@ -110,6 +116,11 @@ class Engine:
     @property
     def counters(self) -> dict[str, int]:
         return self.router.counters
+
+    @property
+    def lines_seen(self) -> int:
+        """Stdout lines the engine has written so far (the watchdog's sign of life)."""
+        return self.router.counters["lines"]
 
     @property
     def exited(self) -> bool:
@@ -216,19 +227,27 @@ class Engine:
                 await self.process.kill()
         return self.returncode
 
-    async def probe(self, timeout_s: float) -> bool:
-        """Liveness: does the engine answer an internal query_version within timeout_s?
+    def start_probe(self) -> asyncio.Future[bytes] | None:
+        """Liveness: an internal query_version, its answer as a future (None: the engine is not running).
 
         A frozen engine (SIGSTOP, a wedged GPU) still has its process, so only an answer tells."""
         if self.state != "ready" or self.exited:
-            return False
-        future = self.router.send_action("query_version", wait=True)
-        assert future is not None
-        try:
-            await asyncio.wait_for(future, timeout_s)
-        except (TimeoutError, EngineDied):
-            return False
-        return True
+            return None
+        return self.router.send_action("query_version", wait=True)
+
+    def take_back_unstarted(self) -> list[QueryStream]:
+        """The queries the engine has not written a line for (none aborted), taken off it to go to another engine;
+        it is sent a terminate for each, in case it wakes up."""
+        streams = self.router.detach_unstarted()
+        for stream in streams:
+            self.router.send_action("terminate", wait=False, terminateId=stream.internal_id)
+        return streams
+
+    def adopt(self, stream: QueryStream) -> None:
+        """Run a query taken back from another engine (take_back_unstarted): its stream goes on from here."""
+        if self.state != "ready":
+            raise EngineError(f"{self.label} is not ready ({self.state})")
+        self.router.adopt(stream)
 
     async def kill(self) -> None:
         """SIGKILL the engine's process group and wait until every stream is settled (EngineDied)."""
@@ -247,12 +266,15 @@ class Engine:
             raise EngineError(f"{self.label} is not ready ({self.state})")
         return self.router.submit(query)
 
-    def abort(self, stream: QueryStream, turns: list[int] | None = None) -> None:
+    def abort(self, stream: QueryStream, turns: frozenset[int] | None = None) -> None:
         """Ask KataGo to terminate the query (only `turns` of it, when given); its last lines still arrive."""
         if turns is not None:
-            # some turns only: the stream still ends after its finals (KataGo's noResults/partial lines)
-            if not stream.done and stream.engine is self and not self.exited:
-                self.router.terminate(stream, turns)
+            # some turns only: the stream still ends after its finals (KataGo's noResults/partial lines); each
+            # of its turns is sent a terminate once, and only turns it analyses
+            if not stream.done and not stream.aborted and stream.engine is self and not self.exited:
+                claimed = stream.claim_turns(turns)
+                if claimed:
+                    self.router.terminate(stream, claimed)
             return
         if stream.done or stream.aborted or stream.engine is not self:
             return

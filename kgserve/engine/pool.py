@@ -5,10 +5,12 @@
   waits for `engine.required_ready` of them (kgbench's transport=direct uses this).
 - Each engine slot is kept running by its supervisor (kgserve.engine.supervisor: restart back-off, liveness).
 - `submit(query)` picks the ready engine with the least outstanding visits (requested visits x turns
-  of unfinished queries) and returns its QueryStream; `NoEngineReady` (with the reason) when none is.
+  of unfinished queries), preferring engines not suspected of being frozen, and returns its QueryStream;
+  `NoEngineReady` (with the reason) when none is. A frozen engine (kgserve.engine.watchdog) takes no query, and
+  its queries that have had no line yet move to the other engines at once.
   `abort(stream)` terminates that query on its engine.
-- `status()`: the /readyz data: ready, reason, required_ready, katago_version, model, simulated and
-  engines[] (kgserve.engine.supervisor.Slot.status).
+- `status()`: the /readyz data: ready, degraded (some engine not serving), reason, required_ready,
+  katago_version, model, simulated and engines[] (kgserve.engine.supervisor.Slot.status).
 - `await pool.close(grace_s)`: every engine closes (terminate_all, stdin closed, wait, SIGTERM, SIGKILL).
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -33,6 +36,7 @@ from kgserve.settings import Settings
 
 __all__ = ["FALLBACK_VISITS", "EnginePool", "engine_argv"]
 
+log = logging.getLogger("kgserve.engine")
 FALLBACK_VISITS = 500  # what a query without maxVisits costs when the cfg sets no maxVisits either
 
 
@@ -105,6 +109,7 @@ class EnginePool:
                 on_ready=self._engine_ready,
                 on_change=self._wake.set,
                 closing=lambda: self._closing,
+                on_frozen=self._move_unstarted,
             )
             slot.task = asyncio.create_task(supervisor.run(previous), name=f"kgserve-engine-{slot.index}")
             previous = slot
@@ -137,7 +142,9 @@ class EnginePool:
         self._closing = True
         self._wake.set()
         engines = [slot.engine for slot in self._slots if slot.engine is not None and slot.state == "ready"]
-        await asyncio.gather(*(engine.close(grace_s) for engine in engines), return_exceptions=True)
+        frozen = [slot.engine for slot in self._slots if slot.engine is not None and slot.state == "frozen"]
+        closing = [*(engine.close(grace_s) for engine in engines), *(engine.kill() for engine in frozen)]
+        await asyncio.gather(*closing, return_exceptions=True)
         tasks = [slot.task for slot in self._slots if slot.task is not None]
         for task in tasks:
             task.cancel()
@@ -164,8 +171,13 @@ class EnginePool:
     def ready(self) -> bool:
         return not self._closing and self.ready_count >= self.required_ready
 
+    def _choose(self, engines: list[Engine]) -> Engine:
+        """The engine with the least outstanding visits, among those not suspected of being frozen if any is."""
+        healthy = [engine for engine in engines if not engine.suspect] or engines
+        return min(healthy, key=lambda item: (item.outstanding_visits, item.pending, item.index))
+
     def submit(self, query: Query) -> QueryStream:
-        """Send the query to the ready engine with the least outstanding visits."""
+        """Send the query to the ready engine with the least outstanding visits (a frozen engine takes none)."""
         if self._closing:
             raise NoEngineReady("kgserve is shutting down")
         engines = self.ready_engines
@@ -173,10 +185,20 @@ class EnginePool:
             raise NoEngineReady(self._reason())
         if len(engines) == 1:  # one engine (the common case): nothing to choose
             return engines[0].submit(query)
-        engine = min(engines, key=lambda item: (item.outstanding_visits, item.pending, item.index))
-        return engine.submit(query)
+        return self._choose(engines).submit(query)
 
-    def abort(self, stream: QueryStream, turns: list[int] | None = None) -> None:
+    def _move_unstarted(self, frozen: Engine) -> None:
+        """A frozen engine's queries that have had no line yet go to the other engines (none ready: they stay)."""
+        engines = [engine for engine in self.ready_engines if engine is not frozen]
+        if not engines or self._closing:
+            return
+        moved = frozen.take_back_unstarted()
+        for stream in moved:
+            self._choose(engines).adopt(stream)
+        if moved:
+            log.warning("%s is frozen: %d of its queries moved to other engines", frozen.label, len(moved))
+
+    def abort(self, stream: QueryStream, turns: frozenset[int] | None = None) -> None:
         stream.engine.abort(stream, turns)
 
     # -- status --------------------------------------------------------------------------------------------
@@ -184,6 +206,9 @@ class EnginePool:
         if self._closing:
             return "the engine pool is closed"
         reason = f"{self.ready_count} of {len(self._slots)} engine(s) ready, {self.required_ready} required"
+        frozen = [slot.engine.label for slot in self._slots if slot.state == "frozen" and slot.engine is not None]
+        if frozen:
+            reason += f"; {', '.join(frozen)} answered query_version late (frozen?) and take no query"
         errors = [slot.last_error for slot in self._slots if slot.state != "ready" and slot.last_error]
         if errors:
             reason += f"; {errors[-1]}"
@@ -193,9 +218,12 @@ class EnginePool:
 
     def status(self) -> dict[str, Any]:
         ready = self.ready
+        serving = self.ready_count
         return {
             "ready": ready,
-            "reason": None if ready else self._reason(),
+            # some engine is not serving (frozen, restarting, starting): fewer engines take queries than configured
+            "degraded": self._started and not self._closing and serving < len(self._slots),
+            "reason": None if ready and serving == len(self._slots) else self._reason(),
             "required_ready": self.required_ready,
             "backend": self.backend,
             "katago_version": self.katago_version,

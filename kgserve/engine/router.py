@@ -46,7 +46,15 @@ class Router:
         self.default_visits = default_visits  # cost of a query without an integer maxVisits
         self.abort_timeout_s = abort_timeout_s
         self.outstanding_visits = 0
-        self.counters = {"queries": 0, "finished": 0, "died": 0, "aborted": 0, "lines": 0, "unrouted": 0}
+        self.counters = {
+            "queries": 0,
+            "finished": 0,
+            "died": 0,
+            "aborted": 0,
+            "lines": 0,
+            "unrouted": 0,
+            "partial_dropped": 0,  # partial lines a front end's per-client cap held back (QueryStream.partial_gate)
+        }
         self._send = send
         self._streams: dict[bytes, QueryStream] = {}
         self._actions: dict[bytes, asyncio.Future[bytes] | None] = {}
@@ -65,6 +73,23 @@ class Router:
         self.counters["queries"] += 1
         self._send(engine_line(query, internal))
         return stream
+
+    def detach_unstarted(self) -> list[QueryStream]:
+        """Take off the queries that have had no line yet and are not being aborted (for another engine)."""
+        taken = [stream for stream in self._streams.values() if not stream.started and not stream.aborted]
+        for stream in taken:
+            del self._streams[stream.internal_id.encode()]
+            self.outstanding_visits -= stream.outstanding_visits
+        return taken
+
+    def adopt(self, stream: QueryStream) -> None:
+        """Run a query another engine's router gave up (detach_unstarted), under a fresh internal id."""
+        stream.engine = self.owner
+        stream.internal_id = f"kgq{next(_ids)}"
+        self._streams[stream.internal_id.encode()] = stream
+        self.outstanding_visits += stream.outstanding_visits
+        self.counters["queries"] += 1
+        self._send(engine_line(stream.query, stream.internal_id))
 
     def terminate(self, stream: QueryStream, turns: list[int] | None = None) -> None:
         """KataGo `terminate` for the stream's query (only `turns` of it, when given): its last lines still come.
@@ -115,6 +140,9 @@ class Router:
         stream = self._streams.get(key) if span is not None else None
         if stream is not None and span is not None:
             kind = line_kind(line, span[1])
+            if kind == "partial" and stream.partial_gate is not None and not stream.partial_gate(len(line)):
+                self.counters["partial_dropped"] += 1
+                return
             stream._push(restore_id(line, span, stream.caller_id_json))
             if kind == "final":
                 stream.finals_left -= 1

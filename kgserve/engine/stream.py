@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from kgserve.katago.protocol import Query
+from kgserve.katago.protocol import Query, analysed_turns
 
 __all__ = ["Listener", "QueryStream", "StreamOwner"]
 
@@ -25,7 +25,7 @@ Listener = Callable[[bytes | BaseException | None], None]
 class StreamOwner(Protocol):
     """The engine a stream was submitted to (kgserve.engine.engine.Engine): an abort goes back to it."""
 
-    def abort(self, stream: QueryStream, turns: list[int] | None = None) -> None: ...
+    def abort(self, stream: QueryStream, turns: frozenset[int] | None = None) -> None: ...
 
 
 _END = object()
@@ -42,12 +42,26 @@ class QueryStream:
         self.finals_left = max(1, query.expected_finals)
         self.caller_id_json = query.caller_id_json
         self.aborted = False
+        self.started = False  # a line has come (a query with none yet may move to another engine)
+        # asked before each partial (isDuringSearch) line with its size: False and the line is not passed on (a
+        # front end's per-client cap on partial-line bytes); None: every line is
+        self.partial_gate: Callable[[int], bool] | None = None
         self.done = False
         self.error: BaseException | None = None
         self.submitted_at = time.monotonic()
         self._items: asyncio.Queue[Any] | None = None  # made on first use: a listener needs none
         self._listener: Listener | None = None
         self._abort_timer: asyncio.TimerHandle | None = None
+        self._open_turns: set[int] | None = None  # turns not yet sent a terminate (made on the first one)
+
+    def claim_turns(self, turns: frozenset[int]) -> list[int]:
+        """The turns of `turns` this query analyses and was not yet sent a terminate for, now marked as sent:
+        a turn's terminate goes to the engine at most once, however often or widely a client asks."""
+        if self._open_turns is None:
+            self._open_turns = set(analysed_turns(self.query.body))
+        claimed = sorted(self._open_turns.intersection(turns))
+        self._open_turns.difference_update(claimed)
+        return claimed
 
     @property
     def caller_id(self) -> str:
@@ -91,6 +105,7 @@ class QueryStream:
         self._listener = listener
 
     def _push(self, line: bytes) -> None:
+        self.started = True
         if self._listener is not None:
             self._listener(line)
         else:

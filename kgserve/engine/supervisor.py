@@ -4,14 +4,14 @@ When a slot's engine exits, every pending stream of it has already failed with E
 (kgserve.engine.engine); a new process is started after a back-off that doubles from
 `engine.restart_backoff_initial_s` up to `engine.restart_backoff_max_s` (reset after a long healthy run). A
 crash loop (e.g. a missing model) keeps retrying with that back-off, never busy-looping, and keeps the last
-stderr lines for /readyz. Every `engine.liveness_interval_s` a ready engine is asked query_version; one that
-does not answer within `engine.liveness_timeout_s` (frozen: SIGSTOP, a wedged GPU) is killed and restarted.
+stderr lines for /readyz. A ready engine has a watchdog (kgserve.engine.watchdog): one that answers its
+liveness probe late is `frozen` (no new query; its slot's state says so) until it answers, and one that does not
+answer within `engine.liveness_timeout_s` (SIGSTOP, a wedged GPU) is killed and restarted.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -20,6 +20,7 @@ from typing import Any
 
 from kgserve.engine.engine import Engine
 from kgserve.engine.errors import EngineStartupError
+from kgserve.engine.watchdog import Watchdog
 from kgserve.settings import EngineSettings
 
 __all__ = ["HEALTHY_RUN_S", "Slot", "Supervisor"]
@@ -33,7 +34,7 @@ class Slot:
     """One of the pool's engine places: its current engine and what its earlier engines left behind."""
 
     index: int
-    state: str = "starting"  # starting | ready | restarting | failed | stopped
+    state: str = "starting"  # starting | ready | frozen | restarting | failed | stopped
     engine: Engine | None = None
     restarts: int = 0
     start_s: float | None = None
@@ -92,6 +93,7 @@ class Supervisor:
         on_ready: Callable[[Engine], None],
         on_change: Callable[[], None],
         closing: Callable[[], bool],
+        on_frozen: Callable[[Engine], None] = lambda engine: None,
     ) -> None:
         self.slot = slot
         self.settings = settings
@@ -99,6 +101,7 @@ class Supervisor:
         self._on_ready = on_ready
         self._changed = on_change
         self._closing = closing
+        self._on_frozen = on_frozen
 
     async def run(self, previous: Slot | None) -> None:
         """Engines start one after another: this slot's first start waits for the previous slot's."""
@@ -152,26 +155,22 @@ class Supervisor:
         return True
 
     async def _watch_liveness(self, engine: Engine) -> str | None:
-        """Wait for the engine to exit, probing it every liveness_interval_s; kill it if a probe is not answered
-        within liveness_timeout_s. Returns why it was killed, or None when it exited by itself."""
-        interval = self.settings.liveness_interval_s
-        timeout = self.settings.liveness_timeout_s
-        while not engine.exited:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(engine.wait(), interval)
-            if engine.exited or self._closing():
-                break
-            if not await engine.probe(timeout):
-                if engine.exited or self._closing():
-                    break
-                log.warning(
-                    "%s did not answer query_version within %gs (frozen?): killing it (engine.liveness_timeout_s)",
-                    engine.label,
-                    timeout,
-                )
-                self.slot.state = "restarting"  # not ready from now on: no new query goes to it
-                self._changed()
-                await engine.kill()
-                return f"did not answer query_version within {timeout:g}s and was killed"
-        await engine.wait()
-        return None
+        """Wait for the engine to exit while its watchdog probes it (kgserve.engine.watchdog): why it was killed,
+        or None when it exited by itself."""
+
+        def frozen(engine: Engine) -> None:
+            self.slot.state = "frozen"
+            self._on_frozen(engine)
+            self._changed()
+
+        def thawed(engine: Engine) -> None:
+            if self.slot.state == "frozen":
+                self.slot.state = "ready"
+            self._changed()
+
+        watchdog = Watchdog(engine, self.settings, closing=self._closing, on_frozen=frozen, on_thawed=thawed)
+        how = await watchdog.run()
+        if how is not None:
+            self.slot.state = "restarting"  # not ready from now on: no new query goes to it
+            self._changed()
+        return how

@@ -2,7 +2,8 @@
 
 - `X-Request-ID`: a client's value is kept when it is 1 to 128 of `A-Z a-z 0-9 . _ : -` and returned;
   otherwise kgserve makes one. Routes find it in `request.state.request_id`.
-- Auth (see kgserve.auth): 401 with `WWW-Authenticate: Bearer` before the route runs.
+- Auth (see kgserve.auth): 401 with `WWW-Authenticate: Bearer` before the route runs; the credential a request
+  presented (when any is configured) is in `state["credential"]`, for the per-client caps.
 - One log line per request, at its very end (after the last body byte, or the disconnect):
   `request id=... POST /analysis status=200 outcome=ok latency_ms=... [queries=N] [detail=...]`.
   The route may set `request.state.outcome` (e.g. deadline, disconnect, engine_died) and `.log_extra`;
@@ -106,8 +107,13 @@ class AccessMiddleware:
             await send(message)
 
         path: str = scope.get("path", "")
+        allowed = True
+        if self.auth.identifies:  # a credential is configured: who is this client (kgserve.admission.clients)
+            allowed, state["credential"] = self.auth.check(
+                path, authorization.decode("latin-1") if authorization is not None else None
+            )
         try:
-            if not self.auth.allows(path, authorization.decode("latin-1") if authorization is not None else None):
+            if not allowed:
                 await self._unauthorized(send_with_id)
             else:
                 await self.app(scope, receive, send_with_id)

@@ -22,9 +22,10 @@ What the client sees (also in docs/http-api.md):
   If the engine does not answer a terminate within limits.terminate_grace_s, the query ends with an error
   line (so a request ends close to its deadline even when thousands of terminates are queued).
 - Slow client: kgserve never waits on a send. It holds at most server.max_response_buffer_bytes of response
-  for a client that does not read; past that, or when the client takes nothing for server.send_timeout_s,
-  the request's queries are terminated and the connection is dropped (outcome `slow_client`). The
-  in-flight slots go back when the queries are over, whatever the client does.
+  for a client that does not read (and no more than the memory budget lets it: kgserve.admission.budget);
+  past that, or when the client takes nothing for server.send_timeout_s, the request's queries are
+  terminated and the connection is dropped (outcome `slow_client`). The in-flight slots and the request's
+  bytes of the budget go back when the queries are over, whatever the client does.
 - Client disconnect, at any point: `terminate` for every unfinished query of the request, at once.
 - Shutdown: a request still running when server.grace_period_s is over gets 503 (or, after a 200 status
   line, appended lines) `{"error":"kgserve is shutting down: this query was terminated","id":...}`.
@@ -38,7 +39,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from kgserve.admission.limits import Admission
+from kgserve.admission.limits import Admission, Ticket
 from kgserve.engine.client import EngineClient
 from kgserve.http.exchange import Exchange
 from kgserve.katago.protocol import Query, error_line
@@ -58,6 +59,7 @@ class AnalysisResponse(Response):
         *,
         pool: EngineClient,
         admission: Admission,
+        ticket: Ticket,
         queries: Sequence[Query],
         rejections: Sequence[bytes],
         deadline_s: float,
@@ -75,6 +77,7 @@ class AnalysisResponse(Response):
         ]
         self.pool = pool
         self.admission = admission
+        self.ticket = ticket
         self.queries = list(queries)
         self.rejections = list(rejections)
         self.deadline_s = deadline_s

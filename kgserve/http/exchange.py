@@ -17,10 +17,10 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from starlette.types import Receive, Scope, Send
 
-from kgserve.admission.limits import Admission
+from kgserve.admission.limits import Admission, Ticket
 from kgserve.engine.client import EngineClient
 from kgserve.engine.errors import failure_text
-from kgserve.engine.stream import Listener
+from kgserve.engine.stream import Listener, QueryStream
 from kgserve.http.httpguard import abort_connection, on_disconnect, writes_holder
 from kgserve.http.outbox import Outbox
 from kgserve.katago.protocol import Query, dump_compact, error_line, line_kind, locate_id
@@ -74,6 +74,7 @@ class Plan(Protocol):
 
     pool: EngineClient
     admission: Admission
+    ticket: Ticket  # what the request holds: its in-flight slots, its bytes of the budget, its client
     queries: list[Query]
     rejections: list[bytes]
     deadline_s: float
@@ -140,8 +141,14 @@ class Exchange:
         self.scope = scope
         self.receive = receive
         # HTTP/1.0 has no chunked encoding: such a client gets the whole response at the end, with a length
+        client = plan.ticket.client
+        budget = plan.admission.budget
         self.outbox = Outbox(
-            send, plan.buffer_limit, whole=scope.get("http_version") == "1.0", hold=writes_holder(scope)
+            send,
+            plan.buffer_limit,
+            whole=scope.get("http_version") == "1.0",
+            hold=writes_holder(scope),
+            charge=(lambda size: budget.take(client, size), lambda size: budget.give(client, size)),
         )
         events: EventChannel[Event] = EventChannel()  # not EventChannel[Event](): typing's call costs µs
         self.events = events
@@ -182,7 +189,7 @@ class Exchange:
         """The request's in-flight slots go back once its queries are over, not when its last byte is out."""
         if not self._released:
             self._released = True
-            self.plan.admission.release(len(self.plan.queries))
+            self.plan.admission.release(self.plan.ticket)
 
     # -- the run -------------------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -233,6 +240,8 @@ class Exchange:
             self.state["outcome"] = self._outcome()
 
     def _submit_all(self) -> None:
+        client = self.plan.ticket.client
+        gate = client.take_partial if client.partial_rate else None  # the client's cap on partial-line bytes
         for index, query in enumerate(self.plan.queries):
             try:
                 stream = self.streams[index] = self.plan.pool.submit(query)
@@ -243,7 +252,8 @@ class Exchange:
                 message = f"engine unavailable: kgserve could not submit this query ({reason})"
                 self.events.put_nowait(("died", index, message))
                 continue
-            if hasattr(stream, "listen"):
+            if isinstance(stream, QueryStream):  # the engine pool's: it takes a callback (no task per query)
+                stream.partial_gate = gate
                 stream.listen(_listener(index, self.events))
             else:
                 self._tasks.append(asyncio.create_task(_pump(index, stream, self.events)))
@@ -333,6 +343,8 @@ class Exchange:
             abort_connection(self.scope)
         if self.slow or self.cancelled or not self.outbox.finished:
             self.outbox.cancel()
+        self.outbox.discharge()  # the answer bytes it held of the budget
+        self.plan.admission.clients.let_go(self.plan.ticket.client)
 
     def _outcome(self) -> str:
         if self.cancelled:

@@ -16,8 +16,10 @@ is a protocol class for uvicorn.Config(http=...) that:
 - offers the app `scope["extensions"]["kgserve.connection"]["abort"]`, to drop a client at once,
   `["on_disconnect"]`, to be called back when the client goes (instead of a task awaiting receive()), and
   `["hold_writes"]`, to send a response's head and body in one write (kgserve.http.heldwrites);
-- lets go of a connection upgraded to a WebSocket (its timers are cancelled: kgserve.ws.websocket has its own
-  bounds).
+- lets go of a connection upgraded to a WebSocket (its timers are cancelled: kgserve.ws.wsguard has its own
+  bounds);
+- answers 429 and closes a new connection from an address that has `limits.max_connections_per_client` open
+  already (kgserve.admission.clients; a WebSocket's connection counts until it ends).
 
 Idle keep-alive connections are closed by uvicorn after `keep_alive_timeout_s`. (h11 would add its own
 header bound and HTTP/1.0 framing, but costs about 140 µs more CPU per request: kgserve.http.analysis frames
@@ -37,6 +39,7 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from kgserve.admission.clients import ClientTable
 from kgserve.http.heldwrites import HeldWrites, hold_writes
 from kgserve.settings import ServerSettings
 
@@ -56,6 +59,7 @@ _HEAD_END = b"\r\n\r\n"
 _CLOSING = b"content-type: text/plain\r\ncontent-length: %d\r\nconnection: close\r\n\r\n%s"
 _REQUEST_TIMEOUT = b"HTTP/1.1 408 Request Timeout\r\n" + _CLOSING
 _HEADERS_TOO_LARGE = b"HTTP/1.1 400 Bad Request\r\n" + _CLOSING
+_TOO_MANY = b"HTTP/1.1 429 Too Many Requests\r\nretry-after: 1\r\n" + _CLOSING
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,7 @@ def _plain(template: bytes, text: str) -> bytes:
 
 class GuardedProtocol(HttpToolsProtocol):
     limits = ConnectionLimits()
+    clients: ClientTable | None = None  # per-address connection counts (limits.max_connections_per_client)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -129,7 +134,29 @@ class GuardedProtocol(HttpToolsProtocol):
         self._head_tail = b""
         self._guarded_cycle: Any = None
         self._on_disconnect: set[Callable[[], None]] = set()  # requests of this connection to tell when it goes
+        self._counted: str | None = None  # the address this connection is counted for
+        if self.clients is not None:
+            host = self.client[0] if self.client else None
+            if not self.clients.connect(host):
+                self._over_connections()
+                return
+            self._counted = host or "-"
         self._arm(self.limits.header_timeout_s, self._header_timeout)
+
+    def _over_connections(self) -> None:
+        """Over the client's connection cap: 429 and the connection closed before anything is read."""
+        assert self.clients is not None
+        message = (
+            f"kgserve: over the limit of {self.clients.max_connections} open connections from this client "
+            "(limits.max_connections_per_client)"
+        )
+        self.transport.write(_plain(_TOO_MANY, message))
+        self.transport.close()
+
+    def _uncount(self) -> None:
+        counted, self._counted = self._counted, None
+        if counted is not None and self.clients is not None:
+            self.clients.disconnect(counted)
 
     # -- timers --------------------------------------------------------------------------------------
     def _arm(self, seconds: float, callback: Callable[[], None]) -> None:
@@ -257,13 +284,18 @@ class GuardedProtocol(HttpToolsProtocol):
             self._disarm()  # its body is complete: from here the request's own deadline governs
 
     def handle_websocket_upgrade(self) -> None:
-        # the connection belongs to the WebSocket protocol from here (kgserve.ws.websocket bounds its own sends):
+        # the connection belongs to the WebSocket protocol from here (kgserve.ws.wsguard bounds its own sends):
         # a header timer still armed would close a long-lived, mostly idle connection (KaTrain's)
         self._disarm()
         if self._stall_timer is not None:
             self._stall_timer.cancel()
             self._stall_timer = None
         super().handle_websocket_upgrade()
+        protocol = self.transport.get_protocol()
+        if protocol is not self and hasattr(protocol, "release_connection"):
+            protocol.release_connection = self._uncount  # the WebSocket gives the connection's count back
+        else:
+            self._uncount()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -281,6 +313,7 @@ class GuardedProtocol(HttpToolsProtocol):
             self._stall_timer = None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._uncount()
         self._disarm()
         if self._stall_timer is not None:
             self._stall_timer.cancel()
@@ -289,6 +322,6 @@ class GuardedProtocol(HttpToolsProtocol):
         self._client_gone()
 
 
-def guarded_protocol(limits: ConnectionLimits) -> type[GuardedProtocol]:
-    """The protocol class for uvicorn.Config(http=...), with these limits."""
-    return type("KgserveProtocol", (GuardedProtocol,), {"limits": limits})
+def guarded_protocol(limits: ConnectionLimits, clients: ClientTable | None = None) -> type[GuardedProtocol]:
+    """The protocol class for uvicorn.Config(http=...), with these limits (and these clients' connection caps)."""
+    return type("KgserveProtocol", (GuardedProtocol,), {"limits": limits, "clients": clients})

@@ -4,6 +4,10 @@ Everything refused here is refused before the engine sees a byte (see kgserve.ht
 and kgserve.http.analysis for what the client gets). `AnalysisEndpoint` is the route as a plain ASGI app, the
 one registration of /analysis: the hot path reads the raw ASGI scope (no Request object, no routing or
 dependency layer; kgserve.app puts it in front of the FastAPI app's own stack), and another method gets 405.
+
+The request's client (kgserve.admission.clients: its address, and its token where one is configured) holds
+its body's bytes of the memory budget while the body is read, then the request's queries, their bytes and
+their interactive share (kgserve.admission.limits.Ticket) until they are over (kgserve.http.exchange).
 """
 
 from __future__ import annotations
@@ -13,11 +17,21 @@ from typing import Any
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from kgserve.admission.checks import CheckedQuery, check_query, classify_safely
+from kgserve.admission.budget import query_cost
+from kgserve.admission.checks import CheckedQuery, check_query, classify_all
+from kgserve.admission.clients import Client, client_key
+from kgserve.admission.limits import Refusal
 from kgserve.admission.priority import PriorityClass, UnknownClass, apply_class, parse_class
 from kgserve.context import ServeContext
 from kgserve.http.analysis import AnalysisResponse, plain_ndjson, refusal
-from kgserve.http.limits import BadRequestHeader, BodyTooLarge, ClientGone, deadline_seconds, read_limited
+from kgserve.http.limits import (
+    BadRequestHeader,
+    BodyTooLarge,
+    ClientGone,
+    OverBudget,
+    deadline_seconds,
+    read_limited,
+)
 from kgserve.katago.protocol import Query, split_body
 
 __all__ = ["RETRY_AFTER_S", "AnalysisEndpoint", "handle_analysis"]
@@ -57,24 +71,44 @@ def _headers(scope: Scope) -> tuple[bytes | None, bytes | None, bytes | None]:
     return length, deadline, klass
 
 
-def _check_lines(lines: list[bytes], ctx: ServeContext, klass: PriorityClass) -> tuple[list[Query], list[bytes], bool]:
-    """A body's lines after the per-query checks: (queries to run, rejection lines, whether any was clamped)."""
+class _Checked:
+    """A body's lines after the per-query checks."""
+
+    __slots__ = ("clamped", "demoted", "interactive", "queries", "rejections")
+
+    def __init__(self) -> None:
+        self.queries: list[Query] = []
+        self.rejections: list[bytes] = []
+        self.clamped = False
+        self.interactive = 0  # queries that run in the interactive class
+        self.demoted = 0  # asked for interactive, past the client's share: run as batch
+
+
+async def _check_lines(lines: list[bytes], size: int, ctx: ServeContext, klass: PriorityClass, share: int) -> _Checked:
+    """The lines after the per-query checks; `share`: how many more interactive queries the client may have."""
     limits = ctx.settings.limits
     with_classes = bool(ctx.settings.priority.classes)
-    queries: list[Query] = []
-    rejections: list[bytes] = []
-    clamped = False
-    for line in lines:
-        item = classify_safely(line)
-        checked = check_query(item, limits, ctx.cfg_visits) if isinstance(item, Query) else item
-        if isinstance(checked, CheckedQuery):
-            if checked.silent:
-                continue
-            queries.append(apply_class(checked.query, klass) if with_classes else checked.query)
-            clamped = clamped or checked.clamped
-        else:
-            rejections.append(checked.error_line)
-    return queries, rejections, clamped
+    checked = _Checked()
+    for item in await classify_all(lines, size):
+        result = check_query(item, limits, ctx.cfg_visits) if isinstance(item, Query) else item
+        if not isinstance(result, CheckedQuery):
+            checked.rejections.append(result.error_line)
+            continue
+        if result.silent:
+            continue
+        query = result.query
+        if with_classes:
+            query_class = klass
+            if klass == "interactive":
+                if checked.interactive < share:
+                    checked.interactive += 1
+                else:
+                    checked.demoted += 1
+                    query_class = "batch"
+            query = apply_class(query, query_class)
+        checked.queries.append(query)
+        checked.clamped = checked.clamped or result.clamped
+    return checked
 
 
 class _Refused(Exception):
@@ -84,12 +118,57 @@ class _Refused(Exception):
         self.response = response
 
 
-async def _read_request(
-    scope: Scope, receive: Receive, ctx: ServeContext, state: dict[str, Any]
-) -> tuple[float, PriorityClass, list[bytes]]:
-    """The request's deadline, priority class and body lines; _Refused for a request refused as a whole."""
+def _over(refused: Refusal, *, close: bool = False) -> _Refused:
+    headers = {"retry-after": str(RETRY_AFTER_S), **({"connection": "close"} if close else {})}
+    return _Refused(refusal(refused.status, refused.message, headers))
+
+
+def _declared(length: bytes | None) -> int:
+    try:
+        return max(0, int(length)) if length is not None else 0
+    except ValueError:
+        return 0
+
+
+async def _read_body(scope: Scope, receive: Receive, ctx: ServeContext, client: Client, state: dict[str, Any]) -> bytes:
+    """The body, its bytes held in the client's memory budget while it is read (state["held"]): its
+    Content-Length up front, or each chunk of a body without one."""
     limits = ctx.settings.limits
-    length, deadline, klass_header = _headers(scope)
+    admission = ctx.admission
+    length = _headers(scope)[0]
+    declared = _declared(length)
+    refused: list[Refusal] = []
+
+    def hold(size: int) -> bool:
+        refusal = admission.charge(client, size)
+        if refusal is not None:
+            refused.append(refusal)
+            return False
+        state["held"] += size
+        return True
+
+    state["held"] = 0
+    if 0 < declared <= limits.max_body_bytes and not hold(declared):
+        # refused before its body is read: the connection is closed after the answer, not kept reading the body
+        raise _over(refused[0], close=True)
+    try:
+        return await read_limited(length, receive, limits.max_body_bytes, None if declared else hold)
+    except BodyTooLarge as exc:
+        raise _Refused(refusal(413, f"kgserve: {exc} (limits.max_body_bytes)")) from None
+    except OverBudget:
+        raise _over(refused[0], close=True) from None
+    except ClientGone:
+        # gone before its body arrived (or cut by server.body_timeout_s, kgserve.http.httpguard): nothing to answer
+        state["outcome"] = "body_timeout" if state.get("kgserve_timeout") == "body" else "disconnect"
+        raise _Refused(Response(status_code=400)) from None
+
+
+async def _read_request(
+    scope: Scope, receive: Receive, ctx: ServeContext, client: Client, state: dict[str, Any]
+) -> tuple[float, PriorityClass, bytes, list[bytes]]:
+    """The request's deadline, priority class, body and body lines; _Refused for a request refused as a whole."""
+    limits = ctx.settings.limits
+    _, deadline, klass_header = _headers(scope)
     try:
         deadline_s = deadline_seconds(deadline.decode("latin-1") if deadline is not None else None, limits)
     except BadRequestHeader as exc:
@@ -99,14 +178,7 @@ async def _read_request(
         klass = parse_class(header, ctx.settings.priority.http_default)
     except UnknownClass as exc:
         raise _Refused(refusal(400, f"kgserve: X-Priority-Class: {exc}")) from None
-    try:
-        body = await read_limited(length, receive, limits.max_body_bytes)
-    except BodyTooLarge as exc:
-        raise _Refused(refusal(413, f"kgserve: {exc} (limits.max_body_bytes)")) from None
-    except ClientGone:
-        # gone before its body arrived (or cut by server.body_timeout_s, kgserve.http.httpguard): nothing to answer
-        state["outcome"] = "body_timeout" if state.get("kgserve_timeout") == "body" else "disconnect"
-        raise _Refused(Response(status_code=400)) from None
+    body = await _read_body(scope, receive, ctx, client, state)
     lines = split_body(body)
     if not lines:
         raise _Refused(refusal(400, "kgserve: empty request body: send one JSON query or JSON lines"))
@@ -116,35 +188,66 @@ async def _read_request(
             "(limits.max_queries_per_request)"
         )
         raise _Refused(refusal(413, message))
-    return deadline_s, klass, lines
+    return deadline_s, klass, body, lines
+
+
+def _interactive_share(ctx: ServeContext, client: Client, state: dict[str, Any]) -> int:
+    """How many more interactive queries this client may have in flight (its credential may lift the share)."""
+    credential = state.get("credential")
+    if credential is not None and credential.interactive:
+        return ctx.settings.limits.max_inflight_queries
+    return max(0, ctx.settings.priority.interactive_share - client.interactive)
 
 
 async def handle_analysis(scope: Scope, receive: Receive, ctx: ServeContext) -> Response:
     state: dict[str, Any] = scope.setdefault("state", {})
+    address = scope.get("client")
+    credential = state.get("credential")
+    admission = ctx.admission
+    client = admission.clients.hold(client_key(address[0] if address else None, credential and credential.label))
+    response: Response | None = None
     try:
-        deadline_s, klass, lines = await _read_request(scope, receive, ctx, state)
+        response = await _analysis(scope, receive, ctx, client, state)
+        return response
+    finally:
+        if not isinstance(response, AnalysisResponse):  # an AnalysisResponse lets go when its queries are over
+            if state.get("held"):
+                admission.discharge(client, state["held"])
+            admission.clients.let_go(client)
+
+
+async def _analysis(
+    scope: Scope, receive: Receive, ctx: ServeContext, client: Client, state: dict[str, Any]
+) -> Response:
+    try:
+        deadline_s, klass, body, lines = await _read_request(scope, receive, ctx, client, state)
     except _Refused as refused:
         return refused.response
     limits = ctx.settings.limits
-    queries, rejections, clamped = _check_lines(lines, ctx, klass)
-    _note(state, queries=len(queries), rejected=len(rejections), priority_class=klass)
-    headers = {"x-visits-clamped": str(limits.max_visits)} if clamped else {}
+    share = _interactive_share(ctx, client, state) if klass == "interactive" else 0
+    checked = await _check_lines(lines, len(body), ctx, klass, share)
+    queries = checked.queries
+    _note(state, queries=len(queries), rejected=len(checked.rejections), priority_class=klass)
+    headers = {"x-visits-clamped": str(limits.max_visits)} if checked.clamped else {}
+    if checked.demoted:
+        headers["x-priority-demoted"] = str(checked.demoted)
+        _note(state, demoted=checked.demoted)
     if not queries:
-        return plain_ndjson(400 if rejections else 200, rejections, headers)
+        return plain_ndjson(400 if checked.rejections else 200, checked.rejections, headers)
     if ctx.pool is None:
         return refusal(503, "kgserve: the engine pool is not running", {"retry-after": str(RETRY_AFTER_S)})
-    if not ctx.admission.try_acquire(len(queries)):
-        return refusal(
-            429,
-            f"kgserve: over the limit of {ctx.admission.max_inflight} queries in flight "
-            "(limits.max_inflight_queries); retry later",
-            {"retry-after": str(RETRY_AFTER_S)},
-        )
+    held = state["held"]
+    cost = query_cost(len(body), len(queries))
+    ticket = ctx.admission.admit(client, len(queries), max(0, cost - held), checked.interactive, held=held)
+    if isinstance(ticket, Refusal):
+        return _over(ticket).response
+    state["held"] = 0  # the ticket holds the body's bytes now
     return AnalysisResponse(
         pool=ctx.pool,
         admission=ctx.admission,
+        ticket=ticket,
         queries=queries,
-        rejections=rejections,
+        rejections=checked.rejections,
         deadline_s=deadline_s,
         state=state,
         headers=headers,

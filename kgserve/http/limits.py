@@ -13,7 +13,7 @@ from typing import Any
 
 from kgserve.settings import LimitsSettings
 
-__all__ = ["BadRequestHeader", "BodyTooLarge", "ClientGone", "deadline_seconds", "read_limited"]
+__all__ = ["BadRequestHeader", "BodyTooLarge", "ClientGone", "OverBudget", "deadline_seconds", "read_limited"]
 
 
 class BodyTooLarge(Exception):
@@ -28,11 +28,21 @@ class ClientGone(Exception):
     """The client left (or was cut off) before its whole body arrived."""
 
 
+class OverBudget(Exception):
+    """A body without a Content-Length passed the memory budget while it was read (kgserve.admission.budget)."""
+
+
 Receive = Callable[[], Awaitable[Mapping[str, Any]]]  # an ASGI receive callable
 
 
-async def read_limited(content_length: bytes | str | None, receive: Receive, max_bytes: int) -> bytes:
-    """The whole body of an ASGI request, or BodyTooLarge as soon as it is known to be over `max_bytes`."""
+async def read_limited(
+    content_length: bytes | str | None,
+    receive: Receive,
+    max_bytes: int,
+    reserve: Callable[[int], bool] | None = None,
+) -> bytes:
+    """The whole body of an ASGI request, or BodyTooLarge as soon as it is known to be over `max_bytes`;
+    `reserve(size)` is asked for each chunk (False: OverBudget)."""
     if content_length is not None:
         try:
             declared = int(content_length)
@@ -50,6 +60,8 @@ async def read_limited(content_length: bytes | str | None, receive: Receive, max
         total += len(chunk)
         if total > max_bytes:
             raise BodyTooLarge(f"request body is over the limit of {max_bytes} bytes")
+        if reserve is not None and chunk and not reserve(len(chunk)):
+            raise OverBudget
         parts.append(chunk)
         if not message.get("more_body", False):
             return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -71,6 +71,11 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
         {"type": "integer"},
     )
     deadline = _header("`true` when the deadline cut queries before the status line was sent", {"type": "string"})
+    demoted = _header(
+        f"queries asked for as interactive that ran as batch: past this client's "
+        f"{settings.priority.interactive_share} interactive queries in flight (priority.interactive_share)",
+        {"type": "integer"},
+    )
     query_schema: dict[str, Any] = {"$ref": "#/components/schemas/AnalysisQuery"}
     body_examples: dict[str, Any] = {}
     ok_examples: dict[str, Any] = {}
@@ -137,7 +142,12 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
             "200": _lines_response(
                 "KataGo's answer lines (and error lines for the rejected queries of the request)",
                 ok_examples,
-                {"X-Request-ID": request_id, "X-Visits-Clamped": clamped, "X-Deadline-Exceeded": deadline},
+                {
+                    "X-Request-ID": request_id,
+                    "X-Visits-Clamped": clamped,
+                    "X-Deadline-Exceeded": deadline,
+                    "X-Priority-Demoted": demoted,
+                },
             ),
             "400": _lines_response(
                 "every query rejected, an empty body, or a bad X-Deadline-Ms: error lines",
@@ -163,7 +173,8 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
                 "content": {"text/plain": {"schema": {"type": "string"}, "example": body_timeout_text(server)}},
             },
             "413": _lines_response(
-                "the body is over limits.max_body_bytes, or has more lines than limits.max_queries_per_request",
+                "the body is over limits.max_body_bytes, or has more lines than limits.max_queries_per_request, or "
+                "would hold more of the memory budget or more queries than one client may ever hold",
                 {
                     "too many lines": _line(
                         error_line(
@@ -175,14 +186,24 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
                 {"X-Request-ID": request_id},
             ),
             "429": _lines_response(
-                "more queries in flight than limits.max_inflight_queries: nothing queues, retry later",
+                "more queries in flight than limits.max_inflight_queries, or than one client may have "
+                "(limits.max_inflight_per_client), or more bytes of work in flight than the memory budget lets it "
+                "(limits.memory_budget_bytes, limits.memory_per_client_bytes); or more open connections from this "
+                "address than limits.max_connections_per_client (a text/plain answer, the connection closed): "
+                "nothing queues, retry later",
                 {
                     "overloaded": _line(
                         error_line(
                             f"kgserve: over the limit of {limits.max_inflight_queries} queries in flight "
                             "(limits.max_inflight_queries); retry later"
                         )
-                    )
+                    ),
+                    "one client's share": _line(
+                        error_line(
+                            f"kgserve: over the limit of {limits.max_inflight_per_client} queries in flight from one "
+                            "client (limits.max_inflight_per_client); retry when some have finished"
+                        )
+                    ),
                 },
                 retry,
             ),
@@ -233,6 +254,10 @@ def _components(auth: bool) -> dict[str, Any]:
                 "type": "object",
                 "properties": {
                     "ready": {"type": "boolean"},
+                    "degraded": {
+                        "type": "boolean",
+                        "description": "true: some engine takes no query now (frozen, restarting, starting)",
+                    },
                     "reason": {"type": "string", "nullable": True},
                     "backend": {"type": "string"},
                     "simulated": {"type": "boolean", "description": "true: the simulated engine, not KataGo"},
@@ -279,6 +304,7 @@ def build_openapi(settings: Settings, *, auth: bool = False, sample_root: Path =
     readiness = "#/components/schemas/Readiness"
     ready_example: dict[str, Any] = {
         "ready": True,
+        "degraded": False,
         "reason": None,
         "backend": settings.engine.backend,
         "simulated": is_simulated(settings.engine.backend),
@@ -290,7 +316,13 @@ def build_openapi(settings: Settings, *, auth: bool = False, sample_root: Path =
         "provenance": None,
         "engines": [],
     }
-    not_ready = {**ready_example, "ready": False, "reason": "no engine is ready", "katago_version": None}
+    not_ready = {
+        **ready_example,
+        "ready": False,
+        "degraded": True,
+        "reason": "no engine is ready",
+        "katago_version": None,
+    }
     return {
         "openapi": "3.0.3",
         "info": {

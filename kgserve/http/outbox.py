@@ -8,8 +8,9 @@ its head and body in one socket write where the server allows: kgserve.http.held
 A send is driven right there when the transport takes it at once (kgserve.http.sendcall); only a send that has
 to wait for the client gets a task, which then sends whatever queued up meanwhile. For an HTTP/1.0 client
 (which cannot read a chunked body) the whole response is held and sent with a Content-Length.
-`put_body` returns False once the bytes waiting (queued plus a send in progress) pass `limit`: the caller
-then drops the client instead of buffering more.
+`put_body` returns False once the bytes waiting (queued plus a send in progress) pass `limit`, or past the
+first ANSWER_FREE_BYTES would pass the memory budget (`charge`: kgserve.admission.budget): the caller then drops
+the client instead of buffering more.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 
 from starlette.types import Message, Send
 
+from kgserve.admission.budget import ANSWER_FREE_BYTES
 from kgserve.http.heldwrites import HeldWrites
 from kgserve.http.sendcall import SendCall
 
@@ -27,9 +29,18 @@ __all__ = ["Outbox"]
 
 class Outbox:
     def __init__(
-        self, send: Send, limit: int, *, whole: bool = False, hold: Callable[[], HeldWrites | None] | None = None
+        self,
+        send: Send,
+        limit: int,
+        *,
+        whole: bool = False,
+        hold: Callable[[], HeldWrites | None] | None = None,
+        charge: tuple[Callable[[int], bool], Callable[[int], None]] | None = None,
     ) -> None:
         self._send = send
+        # the memory budget's take(size) -> fits and give(size), for waiting bytes past ANSWER_FREE_BYTES
+        self._charge = charge
+        self._charged = 0
         self._hold = hold  # joins the head's write with the body's (kgserve.http.heldwrites); None: no such thing
         self.limit = limit
         self.whole = whole  # hold everything, then send it with a Content-Length (HTTP/1.0: no chunked)
@@ -57,11 +68,25 @@ class Outbox:
         self._schedule()
 
     def put_body(self, chunk: bytes, *, more: bool = True) -> bool:
-        """Queue a body chunk; False when the client is now over the limit (the chunk is queued all the same)."""
+        """Queue a body chunk; False when the client is now over the limit or the memory budget (the chunk is
+        queued all the same)."""
         self._buffer += chunk
         self._end = self._end or not more
         self._schedule()
-        return self.waiting_bytes <= self.limit
+        waiting = self.waiting_bytes
+        if waiting > ANSWER_FREE_BYTES and self._charge is not None:
+            more_held = waiting - ANSWER_FREE_BYTES - self._charged
+            if more_held > 0:
+                if not self._charge[0](more_held):
+                    return False
+                self._charged += more_held
+        return waiting <= self.limit
+
+    def discharge(self, keep: int = 0) -> None:
+        """Give back the budget held for waiting bytes, down to `keep` bytes (0: all of it, the response is over)."""
+        if self._charged > keep and self._charge is not None:
+            self._charge[1](self._charged - keep)
+            self._charged = keep
 
     def _schedule(self) -> None:
         if self._flush_soon is None and self._waiting is None:
@@ -107,6 +132,8 @@ class Outbox:
     def _sent(self, error: BaseException | None) -> None:
         self._in_flight = 0
         self.sent_messages += 1
+        if self._charged:
+            self.discharge(max(0, len(self._buffer) - ANSWER_FREE_BYTES))
         if self._progress is not None:
             self._progress.set()
         resumed = self._waiting is not None

@@ -3,7 +3,8 @@
 200 when the pool says it is ready (engine.min_ready engines up); 503 otherwise, with the reason and each
 engine's last stderr lines (the pool keeps engine.stderr_tail_lines of them). Not `detailed` (a caller
 without the bearer token, when one is configured): no stderr lines and no engine error texts, which can
-quote other clients' queries; the reason is cut to the pool's own words.
+quote other clients' queries; the reason is cut to the pool's own words. `degraded`: some engine does not take
+queries now (frozen, restarting), whether or not enough others do for `ready`.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def readiness(ctx: ServeContext, *, detailed: bool = True) -> tuple[bool, dict[s
     else:
         status = ctx.pool.status()
     ready = bool(status.get("ready"))
-    reason = None if ready else str(status.get("reason") or "no engine is ready")
+    degraded = bool(status.get("degraded"))
+    reason = status.get("reason") if ready else str(status.get("reason") or "no engine is ready")
     engines = [dict(engine) for engine in status.get("engines") or []]
     if not detailed:
         reason = reason.split("; ", 1)[0] if reason is not None else None
@@ -42,6 +44,7 @@ def readiness(ctx: ServeContext, *, detailed: bool = True) -> tuple[bool, dict[s
     version = status.get("katago_version")
     payload: dict[str, Any] = {
         "ready": ready,
+        "degraded": degraded,  # some engine is not serving (frozen, restarting): ready can still be true
         "reason": reason,
         "backend": backend,
         "simulated": is_simulated(backend, None if version is None else str(version)),

@@ -32,6 +32,7 @@ __all__ = [
     "LineKind",
     "Query",
     "Rejected",
+    "analysed_turns",
     "classify_line",
     "dump_compact",
     "encode_query",
@@ -176,6 +177,22 @@ def _distinct_turns(value: Any) -> int:
         return len({nlohmann_int(turn) for turn in value})
     except TypeError:
         return 1
+
+
+def analysed_turns(body: dict[str, Any]) -> frozenset[int]:
+    """The turn numbers KataGo analyses for this query (what a terminate's `turnNumbers` is matched against):
+    `analyzeTurns` after its int conversion, else the turn after the last move; empty when KataGo would refuse
+    the query (then no turn of it is ever open)."""
+    turns = body.get("analyzeTurns")
+    if turns is not None:
+        try:
+            return frozenset(nlohmann_int(turn) for turn in turns) if isinstance(turns, list) else frozenset()
+        except TypeError:
+            return frozenset()
+    moves = body.get("moves")
+    if isinstance(moves, DeferredJson):
+        moves = moves.value()
+    return frozenset((len(moves),)) if isinstance(moves, list) else frozenset()
 
 
 def override_visits(settings: Any) -> int | None:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kgserve.katago._nlohmann import nlohmann_int, nlohmann_int64
+from kgserve.katago.priorities import PRIORITY_LIMIT
 from kgserve.katago.protocol import dump_compact
 from kgserve.katago.rules import Rules, float32, is_int_or_half_int, parse_rules, supported_rules
 from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player
@@ -30,7 +31,6 @@ UNUSED_FIELD_WARNING = (
     "Unexpected or unused field, do you have a typo? (set warnUnusedFields=false in the config to disable this warning)"
 )
 AVOID_SHAPE = "Must be a list of dicts with subfields 'player', 'moves', 'untilDepth'"
-PRIORITY_LIMIT = 0x3FFFFFFFFFFFFFFF
 EXPECTED_KEYS = frozenset(
     {
         "id",

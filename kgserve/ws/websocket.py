@@ -14,11 +14,15 @@
 - `maxVisits` over limits.max_visits is clamped, with a warning line naming the cap (KaTrain ponders with
   maxVisits 10000000): `{"field":"maxVisits","id":..,"isDuringSearch":true,"noResults":true,"warning":..}`,
   KataGo's warning shape plus two keys that keep KaTrain from taking it for the final result.
-- Bounds: at most websocket.max_inflight_per_connection queries of a connection in flight (and the
-  server-wide limits.max_inflight_queries): a query over either gets an error line, the connection stays
-  open. Answers waiting to be sent are bounded by websocket.send_buffer_bytes: a client that stops reading
-  has its queries terminated and its connection closed (1008).
-- Closing the connection terminates its queries.
+- Bounds: at most websocket.max_inflight_per_connection queries of a connection in flight, and the
+  per-client (limits.max_inflight_per_client) and server-wide (limits.max_inflight_queries) bounds and the
+  memory budget (kgserve.admission): a query over any gets an error line, the connection stays open. An
+  interactive connection's queries past its client's priority.interactive_share run as batch (unless it
+  presented a priority.interactive_token_env token). Answers waiting to be sent are bounded by
+  websocket.send_buffer_bytes and the budget: a client that stops reading has its queries terminated and its
+  connection closed (1008) and reset; pings get no pong while it does not read (kgserve.ws.wsguard).
+- Closing the connection terminates its queries. On SIGTERM, running queries get server.grace_period_s, then
+  an error line each, then close 1001 (kgserve.ws.wsconnection).
 """
 
 from __future__ import annotations
@@ -52,10 +56,12 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     started = time.perf_counter()
     connection_id = uuid.uuid4().hex
     path = websocket.url.path
-    if not auth.allows_websocket(websocket.headers.get("authorization"), websocket.query_params.get("token")):
+    authorization, token = websocket.headers.get("authorization"), websocket.query_params.get("token")
+    if not auth.allows_websocket(authorization, token):
         await _deny(websocket, 401, "kgserve: missing or wrong token (Authorization: Bearer <token>, or ?token=)")
         _access(connection_id, path, "unauthorized", started, {})
         return
+    credential = (auth.bearer(authorization) or auth.identify(token)) if auth.identifies else None
     try:
         klass: PriorityClass = parse_class(
             websocket.query_params.get("priority_class"), ctx.settings.priority.websocket_default
@@ -66,7 +72,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         return
     await websocket.accept()
     metrics.websocket_opened()
-    connection = Connection(websocket, ctx, metrics, klass)
+    connection = Connection(websocket, ctx, metrics, klass, credential)
     outcome = "error"
     try:
         outcome = await connection.run()

@@ -1,8 +1,16 @@
-"""One WebSocket connection's queries: intake, actions (kgserve.ws.actions), the engine streams, and the bounded
-send side.
+"""One WebSocket connection: its messages (queries, kgserve.ws.wsqueries; actions, kgserve.ws.actions), its
+bounded send side, and how it ends.
 
 The rules a client sees are in kgserve.ws.websocket; the per-query checks are the ones POST /analysis uses
-(kgserve.admission), except that visits over the cap are always clamped, with a warning line.
+(kgserve.admission), except that visits over the cap are always clamped, with a warning line. It ends when:
+
+- the client closes it: its queries are terminated;
+- the client stops reading (its answers pass websocket.send_buffer_bytes or its share of the memory budget):
+  its queries are terminated, a close 1008 is tried for a second, and the connection is reset (TCP RST: the
+  socket and what waits in it are freed at once, whatever the client does);
+- the server shuts down (SIGTERM): new queries are refused with an error line, running ones get the grace
+  period (server.grace_period_s) as HTTP requests do, then one error line each for those still running
+  (`kgserve is shutting down: this query was terminated`), then the connection is closed with 1001.
 """
 
 from __future__ import annotations
@@ -10,57 +18,71 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
 from typing import Any
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from kgserve.admission.checks import CheckedQuery, check_query, classify_safely, search_visits
-from kgserve.admission.priority import PriorityClass, apply_class
+from kgserve.admission.checks import classify_all
+from kgserve.admission.clients import client_key
+from kgserve.admission.priority import PriorityClass
+from kgserve.auth import Credential
 from kgserve.context import ServeContext
-from kgserve.engine.errors import failure_text
-from kgserve.katago.protocol import Query, Rejected, dump_compact, error_line, split_body
+from kgserve.katago.protocol import Rejected, error_line, split_body
 from kgserve.metrics import Metrics
-from kgserve.ws.actions import ACTIONS, known_action, terminate_request, unavailable, version_answer
+from kgserve.ws.actions import ACTIONS, action_body, terminate_request, unavailable, version_answer
 from kgserve.ws.sendbuffer import SendBuffer
+from kgserve.ws.wsguard import CONNECTION_EXTENSION
+from kgserve.ws.wsqueries import SHUTDOWN_TEXT, ConnectionQueries
 
-__all__ = ["ACTIONS", "Connection"]
+__all__ = ["ACTIONS", "GOODBYE_S", "Connection"]
 
 NOT_READING = "kgserve: the client is not reading its answers"
+GOODBYE_S = 1.0  # the most a closing handshake may take before the connection is reset
 log = logging.getLogger("kgserve.websocket")
 
 
-@dataclass
-class _Running:
-    query: Query
-    stream: Any
-    task: asyncio.Task[None] | None = None
-
-
 class Connection:
-    def __init__(self, websocket: WebSocket, ctx: ServeContext, metrics: Metrics, klass: PriorityClass) -> None:
+    def __init__(
+        self,
+        websocket: WebSocket,
+        ctx: ServeContext,
+        metrics: Metrics,
+        klass: PriorityClass,
+        credential: Credential | None = None,
+    ) -> None:
         self.websocket = websocket
         self.ctx = ctx
-        self.metrics = metrics
-        self.klass = klass
-        settings = ctx.settings
-        self.limits = settings.limits.model_copy(update={"visits_over_cap": "clamp"})
-        self.classes = settings.priority.classes
-        self.max_inflight = settings.websocket.max_inflight_per_connection
-        self.outbox = SendBuffer(websocket, settings.websocket.send_buffer_bytes)
-        self.running: dict[int, _Running] = {}
-        self.counts = {"messages": 0, "queries": 0, "rejected": 0, "refused": 0}
-        self._next = 0
+        admission = ctx.admission
+        address = websocket.client.host if websocket.client else None
+        client = self.client = admission.clients.hold(client_key(address, credential.label if credential else None))
+        charge = (lambda size: admission.budget.take(client, size), lambda size: admission.budget.give(client, size))
+        self.outbox = SendBuffer(websocket, ctx.settings.websocket.send_buffer_bytes, charge)
+        self.queries = ConnectionQueries(ctx, metrics, self.outbox, client, klass, credential)
+        self.counts = self.queries.counts
+        self.stopping = asyncio.Event()  # the server is shutting down
+        self._extension: dict[str, Any] = (websocket.scope.get("extensions") or {}).get(CONNECTION_EXTENSION) or {}
+        on_shutdown: Callable[[Callable[[], None] | None], None] | None = self._extension.get("on_shutdown")
+        if on_shutdown is not None:
+            on_shutdown(self.stopping.set)
 
     # -- the exchange ------------------------------------------------------------------------------------
     async def run(self) -> str:
-        """Serve the connection until the client closes it or stops reading; the outcome."""
+        """Serve the connection until the client closes it, stops reading, or the server shuts down; the outcome."""
         sender = asyncio.create_task(self.outbox.send_loop())
         receiver = asyncio.create_task(self._receive_loop())
         overflow = asyncio.create_task(self.outbox.overflow.wait())
-        tasks: tuple[asyncio.Task[Any], ...] = (sender, receiver, overflow)
+        stopping = asyncio.create_task(self.stopping.wait())
+        tasks: tuple[asyncio.Task[Any], ...] = (sender, receiver, overflow, stopping)
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if stopping in done and not done & {sender, receiver, overflow}:
+                return await self._drain(receiver, overflow)
+        except asyncio.CancelledError:  # the server's grace period ran out first: the goodbye in a hurry
+            self.queries.cut_short(SHUTDOWN_TEXT)
+            self._reset()
+            raise
         finally:
             for task in tasks:
                 task.cancel()
@@ -84,157 +106,93 @@ class Connection:
             if data is None:
                 data = (message.get("text") or "").encode("utf-8", errors="surrogateescape")
             self.counts["messages"] += 1
-            self._handle_message(data)
+            await self._handle_message(data)
 
-    def _send(self, line: bytes) -> None:
-        self.outbox.put(line)
+    async def _drain(self, receiver: asyncio.Task[None], overflow: asyncio.Task[bool]) -> str:
+        """The server shuts down: running queries get the grace period, then an error line each, then 1001."""
+        self.queries.accepting = False
+        grace = self.ctx.settings.server.grace_period_s
+        idle = asyncio.create_task(self.queries.idle.wait())
+        try:
+            await asyncio.wait((idle, receiver, overflow), timeout=max(0.0, grace - GOODBYE_S / 2))
+        finally:
+            idle.cancel()
+        if receiver.done():
+            return "closed"  # the client left: kgserve.ws.websocket terminates what it still had running
+        if self.outbox.overflow.is_set():
+            await self._cut_off()
+            return "not_reading"
+        self.queries.cut_short(SHUTDOWN_TEXT)
+        await self._goodbye(1001, "kgserve is shutting down")
+        return "shutdown"
+
+    async def _goodbye(self, code: int, reason: str) -> None:
+        """Send what is queued and a close frame, within GOODBYE_S in all; then the connection is reset if the
+        client has not closed its side (a client that does not read cannot hold the socket)."""
+        deadline = time.monotonic() + GOODBYE_S
+        closed: asyncio.Event | None = self._extension.get("closed")
+        with contextlib.suppress(Exception):
+            while not self.outbox.empty and time.monotonic() < deadline:  # noqa: ASYNC110 (the sender runs)
+                await asyncio.sleep(0.01)
+            async with asyncio.timeout(max(0.0, deadline - time.monotonic())):
+                await self.websocket.close(code, reason)
+                if closed is not None:
+                    await closed.wait()  # the client's close frame came: the socket is closed normally
+        if closed is None or not closed.is_set():
+            self._reset()
+
+    def _reset(self) -> None:
+        abort = self._extension.get("abort")
+        if abort is not None:
+            abort()
 
     async def _cut_off(self) -> None:
         self.outbox.closed = True
-        self._abort_all(None)
-        with contextlib.suppress(Exception):
-            async with asyncio.timeout(5):
-                await self.websocket.close(1008, NOT_READING)
+        self.queries.abort_all(None)
+        await self._goodbye(1008, NOT_READING)
 
     async def shutdown(self) -> None:
-        """The connection is over: every query still running is terminated."""
+        """The connection is over: every query still running is terminated; its client and budget let go."""
         self.outbox.closed = True
-        self._abort_all(None)
-        tasks = [running.task for running in self.running.values() if running.task is not None]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        try:
+            await self.queries.cancel_all()
+        finally:
+            self.outbox.release()
+            self.ctx.admission.clients.let_go(self.client)
 
     # -- intake ------------------------------------------------------------------------------------------
-    def _handle_message(self, data: bytes) -> None:
+    async def _handle_message(self, data: bytes) -> None:
         lines = split_body(data)
-        limit = self.limits.max_queries_per_request
+        limit = self.queries.limits.max_queries_per_request
         if len(lines) > limit:
             message = f"kgserve: {len(lines)} lines in one message, over the limit of {limit}"
             message += " (limits.max_queries_per_request)"
-            self._send(error_line(message))
+            self.outbox.put(error_line(message))
             return
-        for line in lines:
-            item = classify_safely(line)
+        items = await classify_all(lines, len(data))  # a big message: off the event loop
+        for line, item in zip(lines, items, strict=True):
             if isinstance(item, Rejected):
-                if item.caller_id is not None and self._action(line):
-                    continue
-                self.counts["rejected"] += 1
-                self.metrics.websocket_query("rejected")
-                self._send(item.error_line)
+                if not self._action(item):
+                    self.queries.reject(item.error_line)
                 continue
-            self._admit(item)
+            self.queries.admit(item, len(line))
 
-    def _admit(self, query: Query) -> None:
-        checked = check_query(query, self.limits, self.ctx.cfg_visits)
-        if isinstance(checked, Rejected):
-            self.counts["rejected"] += 1
-            self.metrics.websocket_query("rejected")
-            self._send(checked.error_line)
-            return
-        assert isinstance(checked, CheckedQuery)
-        if checked.silent:
-            return
-        if checked.clamped:
-            self._send(self._clamp_warning(query))
-        admitted = apply_class(checked.query, self.klass) if self.classes else checked.query
-        refusal = self._refusal()
-        if refusal is None:
-            try:
-                assert self.ctx.pool is not None
-                stream = self.ctx.pool.submit(admitted)
-            except Exception as exc:
-                self.ctx.admission.release(1)
-                refusal = f"engine unavailable: kgserve could not submit this query ({exc})"
-            else:
-                self._start(admitted, stream)
-                return
-        self.counts["refused"] += 1
-        self.metrics.websocket_query("refused")
-        self._send(error_line(refusal, caller_id=query.caller_id))
-
-    def _refusal(self) -> str | None:
-        """Why a query cannot be admitted now (None: admitted, one unit of the server-wide bound taken)."""
-        if len(self.running) >= self.max_inflight:
-            return (
-                f"kgserve: over the limit of {self.max_inflight} queries in flight on this connection "
-                "(websocket.max_inflight_per_connection); send it again when one has finished"
-            )
-        if self.ctx.pool is None:
-            return "kgserve: the engine pool is not running"
-        if not self.ctx.admission.try_acquire(1):
-            return (
-                f"kgserve: over the limit of {self.ctx.admission.max_inflight} queries in flight "
-                "(limits.max_inflight_queries); retry later"
-            )
-        return None
-
-    def _clamp_warning(self, query: Query) -> bytes:
-        cap = self.limits.max_visits
-        asked = search_visits(query, self.ctx.cfg_visits)
-        message = f"kgserve: maxVisits {asked} is over the cap of {cap} (limits.max_visits)"
-        message += f"; searching {cap} visits"
-        # KataGo's warning shape, plus isDuringSearch/noResults: a client that dispatches on isDuringSearch
-        # (KaTrain) would otherwise take the warning for the query's final result and stop waiting for it
-        line = {"field": "maxVisits", "id": query.caller_id, "isDuringSearch": True, "noResults": True}
-        return dump_compact({**line, "warning": message}).encode("utf-8")
-
-    # -- engine side -------------------------------------------------------------------------------------
-    def _start(self, query: Query, stream: Any) -> None:
-        key = self._next
-        self._next += 1
-        running = self.running[key] = _Running(query, stream)
-        self.counts["queries"] += 1
-        running.task = asyncio.create_task(self._pump(key, running))
-
-    async def _pump(self, key: int, running: _Running) -> None:
-        outcome = "ok"
-        try:
-            async for line in running.stream:
-                self._send(bytes(line).rstrip(b"\r\n"))
-        except asyncio.CancelledError:
-            outcome = "terminated"
-            raise
-        except Exception as exc:
-            outcome = "engine_died"
-            self._send(error_line(failure_text(exc), caller_id=running.query.caller_id))
-        finally:
-            self.running.pop(key, None)
-            self.ctx.admission.release(1)
-            self.metrics.websocket_query(outcome)
-
-    def _abort(self, stream: Any, turns: list[int] | None) -> None:
-        pool = self.ctx.pool
-        if pool is None:
-            return
-        with contextlib.suppress(Exception):  # an engine that is gone has nothing left to terminate
-            if turns is None:
-                pool.abort(stream)
-            else:
-                pool.abort(stream, turns)
-
-    def _abort_all(self, caller_id: str | None, turns: list[int] | None = None) -> None:
-        for running in list(self.running.values()):
-            if caller_id is None or running.query.caller_id == caller_id:
-                self._abort(running.stream, turns)
-
-    # -- actions -----------------------------------------------------------------------------------------
-    def _action(self, line: bytes) -> bool:
+    def _action(self, item: Rejected) -> bool:
         """Handle an action line; False when the line is no action kgserve knows (its error line stands)."""
-        body = known_action(line)
+        body = action_body(item)
         if body is None:
             return False
         if body["action"] not in ACTIONS:
-            self._send(unavailable(body))
+            self.outbox.put(unavailable(body))
         elif body["action"] == "query_version":
             pool = self.ctx.pool
             version = (pool.status() if pool is not None else {}).get("katago_version")
-            self._send(version_answer(body, version, getattr(pool, "katago_git_hash", None)))
+            self.outbox.put(version_answer(body, version, getattr(pool, "katago_git_hash", None)))
         else:
-            request = terminate_request(body)
+            request = terminate_request(body, self.queries.limits.max_turns_per_query)
             if isinstance(request, bytes):
-                self._send(request)
+                self.outbox.put(request)
             else:
-                self._abort_all(request.target, request.turns)
-                self._send(request.ack)
+                self.queries.abort_all(request.target, request.turns)
+                self.outbox.put(request.ack)
         return True

@@ -155,3 +155,38 @@ def _crash_looped(pool: EnginePool, exit_status: str) -> bool:
     """Engine 0 failed with this exit status and has been restarted at least once."""
     status = pool.status()
     return f"status {exit_status}" in (status["reason"] or "") and int(status["engines"][0]["restarts"]) >= 1
+
+
+FROZEN_PROBES = {"liveness_interval_s": 0.5, "silent_probe_s": 0.5, "probe_late_s": 1.5, "liveness_timeout_s": 120.0}
+
+
+async def check_a_frozen_engine_takes_no_new_query(settings: Settings, env: Mapping[str, str] | None) -> None:
+    """Two engines, one SIGSTOPped while idle (issue 27, attack 9): every query sent afterwards is answered (those
+    routed to the frozen engine before it was found out move to the other), the pool says degraded with that
+    engine frozen, new queries go to the healthy one only, and after SIGCONT the engine takes queries again.
+    `settings`: two engines, with FROZEN_PROBES (a kill far away, so that the engine is only frozen)."""
+    async with ready_pool(settings, env) as pool:
+        await pool.wait_ready(60, count=2)
+        frozen_pid = pool.status()["engines"][0]["pid"]
+        os.kill(frozen_pid, signal.SIGSTOP)
+        try:
+            small = [make_query({**SLOW, "id": f"s{i}", "maxVisits": 5}) for i in range(8)]
+            streams = [pool.submit(query) for query in small]  # some go to the frozen (idle: fewest visits)
+            for stream in streams:  # none waits for the kill (120 s away): they moved
+                assert kinds(await asyncio.wait_for(stream.collect(), 60))[-1] == "final"
+            async with asyncio.timeout(60):
+                while pool.status()["engines"][0]["state"] != "frozen":  # noqa: ASYNC110 (no event for it)
+                    await asyncio.sleep(0.05)
+            status = pool.status()
+            assert status["degraded"] and "frozen" in (status["reason"] or "")
+            assert status["engines"][0]["restarts"] == 0  # frozen, not killed
+            later = [pool.submit(make_query({**SLOW, "id": f"l{i}", "maxVisits": 5})) for i in range(4)]
+            assert {stream.engine.index for stream in later} == {1}
+            for stream in later:
+                assert kinds(await asyncio.wait_for(stream.collect(), 60))[-1] == "final"
+        finally:
+            os.kill(frozen_pid, signal.SIGCONT)
+        async with asyncio.timeout(60):
+            while pool.status()["engines"][0]["state"] != "ready":  # noqa: ASYNC110 (thawed by the next answer)
+                await asyncio.sleep(0.05)
+        assert not pool.status()["degraded"] and pool.status()["engines"][0]["pid"] == frozen_pid

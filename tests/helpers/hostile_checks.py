@@ -25,7 +25,7 @@ def finals(response: httpx.Response) -> list[dict[str, Any]]:
 
 
 def check_escaped_id_gets_its_analysis_and_200(server: Any, raw_id: str) -> None:
-    body = query(raw_id, ',"reportDuringSearchEvery":0.05')
+    body = query(raw_id, ',"reportDuringSearchEvery":0.1')
     response = post(server.url, body, **{"X-Request-ID": "escaped-id"})
     assert response.status_code == 200, response.text
     lines = [json.loads(line) for line in response.content.splitlines()]

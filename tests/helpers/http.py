@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-__all__ = ["metric", "metric_value", "post"]
+__all__ = ["ONE_CLIENT", "metric", "metric_value", "post"]
 
 
 def post(url: str, content: bytes, **headers: str) -> httpx.Response:
@@ -24,3 +24,7 @@ def metric_value(text: str, name: str) -> float:
 def metric(url: str, name: str, **headers: str) -> float:
     """`metric_value` of `url`/metrics."""
     return metric_value(httpx.get(url + "/metrics", headers=headers, timeout=10).text, name)
+
+
+# limits for a test that is a kgserve's only client and loads it hard: its per-client share is the whole server
+ONE_CLIENT = {"max_inflight_per_client": 4096, "max_connections_per_client": 4096}

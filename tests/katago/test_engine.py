@@ -1,5 +1,6 @@
 """kgserve's engine pool driving the real KataGo: the actions kgserve sends on its own (query_version and
-query_models at start, terminate for an abort, terminate_all on close), error lines, kill -9 and restart.
+query_models at start, terminate for an abort, terminate_all on close), error lines, kill -9 and restart, a frozen
+engine (SIGSTOP) taking no new query.
 
 Where a sim test holds for any engine, it runs here as is, against this module's `engine_pool` fixture.
 """
@@ -16,7 +17,9 @@ import pytest
 
 from kgserve.engine.pool import EnginePool
 from tests.helpers.engine_checks import (
+    FROZEN_PROBES,
     SLOW,
+    check_a_frozen_engine_takes_no_new_query,
     check_abort_returns_the_partial_result,
     check_close_terminates_running_queries,
     check_engine_error_and_warning_lines_are_katagos,
@@ -86,3 +89,8 @@ async def test_close_sends_terminate_all(tmp_path: Path, real_katago: RealKatago
 async def test_missing_model_crash_loop(tmp_path: Path, real_katago: RealKatago) -> None:
     # KataGo aborts (SIGABRT) on a missing model; the simulated engine exits with status 134 instead
     await check_missing_model_crash_loop(tier_settings(tmp_path, real_katago), tmp_path / "missing.bin.gz", None, "-6")
+
+
+async def test_a_frozen_idle_engine_takes_no_new_query(tmp_path: Path, real_katago: RealKatago) -> None:
+    settings = tier_settings(tmp_path, real_katago, engine={"processes": 2, **FROZEN_PROBES})
+    await check_a_frozen_engine_takes_no_new_query(settings, None)

@@ -28,7 +28,7 @@ from tests.helpers.analysis_checks import (
     check_several_queries_in_one_body_keep_their_ids,
     line_shape,
 )
-from tests.helpers.http import metric, post
+from tests.helpers.http import ONE_CLIENT, metric, post
 from tests.katago.conftest import TIER_CFG, RealKatago, start_kgserve, tier_config
 
 pytestmark = pytest.mark.katago
@@ -41,7 +41,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, real_katago: RealKatago) ->
     config = tier_config(
         tmp_path_factory.mktemp("kgserve-katago"),
         real_katago,
-        limits={"max_inflight_queries": 4096, "max_visits": 10_000_000},
+        limits={"max_inflight_queries": 4096, "max_visits": 10_000_000, **ONE_CLIENT},
     )
     process = start_kgserve(config)
     yield process

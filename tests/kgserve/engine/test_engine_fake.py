@@ -226,3 +226,12 @@ async def test_stderr_sink_gets_every_stderr_line_instead_of_the_log(
     assert any("Started, ready to begin handling requests" in line for _, line in lines)
     assert list(engine.stderr_tail) == [line for _, line in lines][-len(engine.stderr_tail) :]
     assert not [r for r in caplog.records if r.getMessage().startswith("engine[3] stderr: ")]  # the sink took them
+
+
+def test_a_turn_is_claimed_for_a_terminate_once() -> None:
+    from kgserve.engine.stream import QueryStream
+
+    stream = QueryStream(None, make_query({"id": "q", "moves": [], "analyzeTurns": [0, 2, 4]}), "kgq1", 10)  # type: ignore[arg-type]
+    assert stream.claim_turns(frozenset({2, 3, 9})) == [2]  # only turns it analyses
+    assert stream.claim_turns(frozenset(range(100))) == [0, 4]  # each once
+    assert stream.claim_turns(frozenset({0, 2, 4})) == []

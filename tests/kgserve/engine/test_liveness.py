@@ -1,5 +1,5 @@
 """Liveness probe (issue 12): an engine frozen with SIGSTOP is noticed, killed and restarted, and the query
-it held fails with EngineDied instead of waiting for ever."""
+it held fails with EngineDied instead of waiting for ever; a frozen engine takes no new query (issue 27)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from kgserve.engine.engine import EngineDied
 from kgserve.engine.pool import EnginePool
 from kgserve.engine.procutil import pid_alive
 from tests.conftest import analysis_query, sim_env
-from tests.helpers.engine_checks import make_query
+from tests.helpers.engine_checks import FROZEN_PROBES, check_a_frozen_engine_takes_no_new_query, make_query
 
 from .conftest import pool_settings
 
@@ -54,3 +54,7 @@ async def test_a_stopped_engine_is_killed_and_restarted() -> None:
         if stopped is not None and pid_alive(stopped):
             os.kill(stopped, signal.SIGKILL)
         await asyncio.wait_for(pool.close(5), 60)
+
+
+async def test_a_frozen_idle_engine_takes_no_new_query() -> None:
+    await check_a_frozen_engine_takes_no_new_query(pool_settings(2, **FROZEN_PROBES), SIM_ENV)

@@ -49,7 +49,7 @@ async def test_a_whole_response_is_one_write_and_a_streamed_one_goes_out_as_it_c
     writes: list[bytes] = []
     app = create_app(settings, pool_factory=lambda s: scripted_pool)
     whole = analysis_query("whole", size=9, max_visits=5)
-    streamed = analysis_query("streamed", size=9, max_visits=200) | {"reportDuringSearchEvery": 0.01}
+    streamed = analysis_query("streamed", size=9, max_visits=200) | {"reportDuringSearchEvery": 0.1}
     async with (
         serve(app, protocol=_recording_protocol(settings, writes)) as url,
         httpx.AsyncClient(base_url=url) as client,

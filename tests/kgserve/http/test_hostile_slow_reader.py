@@ -25,7 +25,7 @@ SMALL = b'{"id":"s","moves":[],"rules":"chinese","komi":7.5,"boardXSize":9,"boar
 def server(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve_process: Any) -> Iterator[Any]:
     config = config_writer(
         tmp_path_factory.mktemp("kgserve"),
-        limits={"max_inflight_queries": 4},
+        limits={"max_inflight_queries": 4, "min_report_interval_s": 0.02},  # a fast stream of partial lines
         server={"max_response_buffer_bytes": 262144, "send_timeout_s": 5},
     )
     process = kgserve_process(config, {"KGSERVE_SIM_SPEED": "1"})
@@ -88,7 +88,7 @@ def test_sigterm_with_never_reading_clients_exits_cleanly(
 ) -> None:
     # a buffer big enough that kgserve does not drop them first: the shutdown meets blocked sends
     server = {"grace_period_s": 1, "max_response_buffer_bytes": 64 << 20, "send_timeout_s": 120}
-    config = config_writer(tmp_path_factory.mktemp("kgserve"), server=server)
+    config = config_writer(tmp_path_factory.mktemp("kgserve"), server=server, limits={"min_report_interval_s": 0.02})
     process = kgserve_process(config, {"KGSERVE_SIM_SPEED": "1"})
     hogs: list[socket.socket] = []
     try:

@@ -81,6 +81,35 @@ async def test_websocket_answers_lines_katago_aborts_on_and_stays_open(server: A
         assert answer["id"] == "still-open" and answer["isDuringSearch"] is False
 
 
+# over kgserve.admission.checks.OFF_LOOP_BYTES: classified on the parse thread, not the event loop
+BIG_ABORTING = b'{"id":"x\xff","pad":"' + b"a" * 70_000 + b'"}'
+DEEP = b"[" * 300_000 + b"]" * 300_000  # valid JSON nested 300,000 deep: not an object
+
+
+def test_http_answers_big_lines_katago_aborts_on_off_the_event_loop(server: Any) -> None:
+    alone = httpx.post(server.url + "/analysis", content=BIG_ABORTING, timeout=60)
+    assert alone.status_code == 400, alone.text[:300]
+    (answer,) = [json.loads(text) for text in alone.content.splitlines()]
+    _assert_katagos_error(answer, BIG_ABORTING, ABORTING_LINES[0][1])
+    deep = httpx.post(server.url + "/analysis", content=DEEP, timeout=60)
+    assert deep.status_code == 400 and "valid json but was not an object" in deep.json()["error"]
+
+
+async def test_websocket_answers_big_and_deep_lines_and_stays_open(server: Any) -> None:
+    async with connect(server.url.replace("http://", "ws://") + "/ws", max_size=None, open_timeout=30) as ws:
+        await ws.send(BIG_ABORTING)
+        _assert_katagos_error(json.loads(await asyncio.wait_for(ws.recv(), 60)), BIG_ABORTING, ABORTING_LINES[0][1])
+        await ws.send(DEEP)  # a RecursionError in the action check closed the connection before issue 27
+        answer = json.loads(await asyncio.wait_for(ws.recv(), 60))
+        assert set(answer) == {"error"} and "valid json but was not an object" in answer["error"]
+        await ws.send(b'{"id":"deep","action":' + DEEP + b"}")
+        answer = json.loads(await asyncio.wait_for(ws.recv(), 60))
+        assert answer["id"] == "deep" and "error" in answer  # a non-string action: KataGo analyses it (and refuses)
+        await ws.send(_good("still-open"))
+        answer = json.loads(await asyncio.wait_for(ws.recv(), 60))
+        assert answer["id"] == "still-open" and answer["isDuringSearch"] is False
+
+
 def test_the_engine_never_saw_them(server: Any) -> None:
     """Runs last in this module: the engine that started is still the one serving, never restarted."""
     (pid,) = server.first_engine_pids

@@ -23,14 +23,15 @@ from tests.helpers.analysis_checks import (
     check_partial_lines,
     check_several_queries_in_one_body_keep_their_ids,
 )
-from tests.helpers.http import post
+from tests.helpers.http import ONE_CLIENT, post
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve_process: Any) -> Iterator[Any]:
     config = config_writer(
         tmp_path_factory.mktemp("kgserve"),
-        limits={"max_inflight_queries": 4096, "max_visits": 1_000_000},
+        # one client (this test) sends a thousand requests at once: its share is the whole server
+        limits={"max_inflight_queries": 4096, "max_visits": 1_000_000, **ONE_CLIENT},
     )
     process = kgserve_process(config, {"KGSERVE_SIM_SPEED": "200"})
     process.wait_listening()

@@ -44,7 +44,7 @@ def query(caller_id: str, visits: int = 50, **extra: Any) -> dict[str, Any]:
 
 
 def ponder(caller_id: str, **extra: Any) -> dict[str, Any]:
-    return query(caller_id, 10_000_000, reportDuringSearchEvery=0.05, **extra)
+    return query(caller_id, 10_000_000, reportDuringSearchEvery=0.1, **extra)
 
 
 @pytest.fixture(scope="module")
@@ -256,7 +256,8 @@ async def test_a_client_that_stops_reading_is_cut_off(server: Any) -> None:
     # max_queue=1: the client library stops reading the socket once one message waits, like a stuck GUI
     async with connect(ws_url(server), max_queue=1, max_size=None, open_timeout=30) as ws:
         for index in range(PER_CONNECTION):
-            await ws.send(json.dumps(query(f"flood{index}", 100_000, reportDuringSearchEvery=0.001)))
+            flood = query(f"flood{index}", 100_000, reportDuringSearchEvery=0.1, includeOwnership=True)
+            await ws.send(json.dumps({**flood, "includePolicy": True}))
 
         async def cut_off() -> bool:
             return await metric(server, 'kgserve_websocket_connections_total{outcome="not_reading"}') > before
@@ -299,3 +300,21 @@ def test_http_priority_class_header(server: Any) -> None:
         server.url + "/analysis", content=body, headers={**headers, "x-priority-class": "interactive"}, timeout=60
     )
     assert ok.status_code == 200 and json.loads(ok.content.splitlines()[-1])["id"] == "h"
+
+
+async def test_a_terminate_is_bounded(server: Any) -> None:
+    """issue 27, attack 3: a turnNumbers list longer than any query's turns is refused; a long list of one turn
+    ends the query it names (the engine is sent that turn once: kgserve.engine.stream.QueryStream.claim_turns)."""
+    async with session(server) as ws:
+        huge = {"id": "huge", "action": "terminate", "terminateId": "p", "turnNumbers": list(range(1001))}
+        await ws.send(json.dumps(huge))
+        refused = await receive(ws)
+        assert refused["id"] == "huge" and refused["field"] == "turnNumbers"
+        assert "limits.max_turns_per_query" in refused["error"]
+        await ws.send(json.dumps(ponder("p")))
+        await until(ws, lambda line: line.get("isDuringSearch") is True)
+        request = {"id": "t", "action": "terminate", "terminateId": "p", "turnNumbers": [3] * 1000}  # 3 moves
+        await ws.send(json.dumps(request))
+        lines = await until(ws, final("p"))
+        assert request in lines  # KataGo's acknowledgement: the request itself
+    await wait_idle(server)

@@ -68,9 +68,49 @@ def test_apply_class_rewrites_priority_and_priorities() -> None:
         '{"id":"a","priority":1.5}',
         '{"id":"a","priority":true}',
         '{"id":"a","priority":1,"priorities":[1]}',
-        '{"id":"a","analyzeTurns":[0],"priorities":[1.5]}',
+        '{"id":"a","priority":18446744073709551616}',
+        '{"id":"a","priority":4611686018427387904}',
+        '{"id":"a","analyzeTurns":[0],"priorities":[true]}',
+        '{"id":"a","analyzeTurns":[0],"priorities":[4.7e18]}',
+        '{"id":"a","analyzeTurns":[0],"priorities":[1e300]}',
     ],
 )
 def test_values_katago_refuses_are_left_for_katago(text: str) -> None:
     original = query(text)
     assert apply_class(original, "interactive") is original
+
+
+@pytest.mark.parametrize(
+    ("text", "klass", "read"),
+    [
+        # what KataGo v1.17.2 reads (kgserve.katago.priorities): floats truncate, a uint64 wraps, the band clamps
+        ('{"id":"a","analyzeTurns":[0,1],"priorities":[4.0e18,1.9]}', "batch", [BAND, 1]),
+        ('{"id":"a","analyzeTurns":[0],"priorities":[-4.0e18]}', "interactive", [-BAND]),
+        ('{"id":"a","analyzeTurns":[0],"priorities":[18446744073709551615]}', "batch", [-1]),
+        ('{"id":"a","priority":18446744073709551615}', "interactive", -1),
+        ('{"id":"a","priority":-4611686018427387903}', "batch", -BAND),
+        ('{"id":"a","priority":4611686018427387903}', "batch", BAND),
+    ],
+)
+def test_every_value_katago_accepts_lands_in_its_class_band(text: str, klass: PriorityClass, read: object) -> None:
+    mapped = apply_class(query(text), klass)
+    offset = CLASS_OFFSET[klass]
+    if isinstance(read, list):
+        assert mapped.body["priorities"] == [offset + value for value in read]
+    else:
+        assert mapped.body["priority"] == offset + read
+    assert mapped.raw is None  # the engine gets the mapped body
+
+
+@given(st.lists(st.one_of(st.floats(-4.6e18, 4.6e18), st.integers(-(2**64), 2**64)), min_size=1, max_size=4))
+def test_no_batch_priority_katago_accepts_outranks_an_interactive_one(values: list[float | int]) -> None:
+    import json
+
+    from kgserve.katago.priorities import read_priorities
+
+    text = json.dumps({"id": "a", "analyzeTurns": list(range(len(values))), "priorities": values})
+    batch = apply_class(query(text), "batch")
+    if read_priorities(query(text).body["priorities"]) is None:
+        return  # KataGo refuses it: its own error line
+    lowest_interactive = class_priority("interactive", -KATAGO_LIMIT)
+    assert all(-BAND <= value <= BAND < lowest_interactive for value in batch.body["priorities"])
