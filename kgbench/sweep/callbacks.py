@@ -27,6 +27,7 @@ from kgbench.track.coldstart import cold_start
 from kgbench.track.mlflow_ui import runs_url
 
 __all__ = [
+    "BOOKKEEPING",
     "ENV_JOBS",
     "ENV_JOB_KEY",
     "ENV_PARENT",
@@ -42,10 +43,13 @@ ENV_JOBS = "KGBENCH_SWEEP_JOBS"
 ENV_JOB_KEY = "KGBENCH_JOB_KEY"  # set by a remote launcher: finds the run of a job whose process was lost
 
 
+BOOKKEEPING = ("++search.", "++race.")  # overrides a sweeper adds to link a job to its trial or race round
+
+
 def display_overrides(overrides: list[str]) -> str:
     """The override string as the user typed it (kgbench adds `++` to plain KataGo keys; the Optuna sweeper's
-    `++search.*` trial links are bookkeeping, not configuration)."""
-    return " ".join(item.removeprefix("++") for item in overrides if not item.startswith("++search."))
+    `++search.*` trial links and a race's `++race.of/round` are bookkeeping, not configuration)."""
+    return " ".join(item.removeprefix("++") for item in overrides if not item.startswith(BOOKKEEPING))
 
 
 def count_jobs(overrides: list[str], params: Mapping[str, Any] | None = None) -> int | None:

@@ -19,12 +19,16 @@ __all__ = [
     "BOTTLENECK_KNOB",
     "BUILD_GROUP",
     "COLD_START",
+    "CONTENDED",
+    "CONTENTION",
+    "CONTENTION_ATTEMPTS",
     "FAILURE_REASON",
     "GPU_METRICS_ABSENT",
     "HYDRA_OVERRIDES",
     "INVALID",
     "INVALID_REASON",
     "JOB_KEY",
+    "JOB_OVERRIDES",
     "KATAGO_VERSION",
     "LADDER_STOP",
     "MFU_ABSENT",
@@ -42,6 +46,9 @@ __all__ = [
     "PROMOTED_RUN",
     "PROMOTED_SCRATCH",
     "PRUNED",
+    "RACE",
+    "RACE_OF",
+    "RACE_ROUND",
     "RECOMMENDED_SOURCE",
     "RECOMMENDED_THREADS",
     "ROLE",
@@ -77,6 +84,9 @@ ROLE_JOB = "job"
 SWEEP_ID = "kgbench.sweep_id"
 PARENT_RUN = "mlflow.parentRunId"  # MLflow's own: a job's parent (sweep) run
 JOB_KEY = "kgbench.job_key"  # a remote launcher's key for the job (kgbench.sweep.lost_jobs)
+JOB_OVERRIDES = "kgbench.job_overrides"  # the job's Hydra overrides as launched (JSON list): what a race re-runs
+RACE_OF = "kgbench.race_of"  # a race's replicate: the run id of the sweep job it re-measures
+RACE_ROUND = "kgbench.race_round"  # its round (1, 2, ...)
 
 # what a job ran
 HYDRA_OVERRIDES = "hydra_overrides"  # the job's overrides, as its run is named
@@ -113,6 +123,10 @@ UNSTABLE = "kgbench.unstable"
 INVALID = "kgbench.invalid"
 INVALID_REASON = "kgbench.invalid_reason"
 PRUNED = "kgbench.pruned"  # stopped early by the Optuna search's pruner
+CONTENDED = "kgbench.contended"  # "true": measured beside other work, still so after its re-measures (track.contention)
+CONTENTION = "kgbench.contention"  # the figures that decided it (the worst window's), or why it was not flagged
+CONTENTION_ATTEMPTS = "kgbench.contention_attempts"  # each measurement of the job: contended or clean, and why
+RACE = "kgbench.race"  # on a sweep: the race of its contenders (who, rounds, who separated, who stayed tied)
 
 # promote
 PROMOTED = "promoted"  # "true" on the run whose cfg runtime/ serves
