@@ -182,6 +182,8 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     selection, sweep_id = _select(client, args)
     print(f"rule: {_rule(args)}" + (f" (SLO: p99 <= {args.slo_p99_ms:g} ms)" if args.slo_p99_ms is not None else ""))
     print(format_table(selection))
+    for line in selection.set_aside():
+        print(line)
     if selection.decision is not None:
         print(f"decision: {selection.decision.explanation}")
     winner = selection.winner
@@ -189,6 +191,8 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
         hint = " (simulated runs need --allow-simulated)" if selection.only_simulated_blocked() else ""
         if selection.only_synthetic_blocked():
             hint = " (runs of a synthetic net need --allow-synthetic: a throughput test, promoted to a scratch runtime)"
+        if any(v.candidate.contended for v in selection.verdicts):
+            hint = " (contended runs were set aside: re-run the sweep, or those jobs, on a quiet machine)"
         if all(v.candidate.extra.get("mode") == "engine" for v in selection.verdicts):
             hint = " (a mode=engine sweep measures `katago benchmark`, not serving: promote a load sweep)"
         raise PromoteError(f"no run of sweep {sweep_id} satisfies the rule{hint}; nothing promoted")

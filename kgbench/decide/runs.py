@@ -21,6 +21,8 @@ from kgbench.decide.goodput import best_goodput
 from kgbench.decide.selection import Candidate
 from kgbench.track.schema import (
     BACKEND,
+    CONTENDED,
+    CONTENTION,
     INVALID,
     INVALID_REASON,
     MODE,
@@ -161,6 +163,8 @@ def candidates(runs: Sequence[Run]) -> list[Candidate]:
                 unstable=_flag(run, UNSTABLE),
                 invalid=_flag(run, INVALID),
                 invalid_reason=tags.get(INVALID_REASON, ""),
+                contended=_flag(run, CONTENDED),
+                contention=tags.get(CONTENTION, "") if _flag(run, CONTENDED) else "",
                 failed=tags.get(STATUS) == "failed",
                 pruned=_flag(run, PRUNED),
                 simulated=_flag(run, SIMULATED),

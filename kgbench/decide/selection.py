@@ -4,6 +4,7 @@ Rule: among the runs that
   - FINISHED (MLflow status) and kgbench.status is not "failed",
   - had zero errors and zero timeouts,
   - are not flagged kgbench.unstable or kgbench.invalid, and were not pruned by an Optuna search,
+  - were not measured beside other work (kgbench.contended: still contended after their re-measures),
   - have a p99 within the SLO when one is given (`--slo-p99-ms`),
   - are not simulated, unless simulated runs are allowed (`--allow-simulated`),
   - did not run a synthetic net (random weights), unless allowed (`--allow-synthetic`: a throughput test),
@@ -28,8 +29,8 @@ __all__ = ["OBJECTIVES", "RULE", "Candidate", "Objective", "Selection", "Verdict
 Objective = Literal["req_per_s", "goodput"]
 OBJECTIVES: tuple[Objective, ...] = ("req_per_s", "goodput")
 _ELIGIBLE = (
-    "FINISHED runs with 0 errors and 0 timeouts, not flagged unstable or invalid, p99 within the SLO when given, "
-    "simulated runs only with --allow-simulated, synthetic nets only with --allow-synthetic"
+    "FINISHED runs with 0 errors and 0 timeouts, not flagged unstable, invalid or contended, p99 within the SLO when "
+    "given, simulated runs only with --allow-simulated, synthetic nets only with --allow-synthetic"
 )
 
 
@@ -55,6 +56,8 @@ class Candidate:
     unstable: bool = False
     invalid: bool = False
     invalid_reason: str = ""
+    contended: bool = False  # kgbench.contended: measured beside other work, still so after its re-measures
+    contention: str = ""  # the figures that decided it
     failed: bool = False  # kgbench.status == "failed"
     pruned: bool = False  # stopped early by the Optuna search (kgbench.pruned): its last levels never ran
     simulated: bool = False
@@ -96,6 +99,14 @@ class Selection:
     decision: Decision | None = None  # how the winner was chosen among the eligible (the tie rule)
     objective: Objective = "req_per_s"
 
+    def set_aside(self) -> list[str]:
+        """One line per run passed over because it was measured beside other work: its id and the figures."""
+        return [
+            f"set aside {v.candidate.run_id} ({v.candidate.label or '-'}): {v.reason}"
+            for v in self.verdicts
+            if v.candidate.contended and v.reason is not None and v.reason.startswith("contended")
+        ]
+
     @property
     def eligible(self) -> list[Candidate]:
         return [v.candidate for v in self.verdicts if v.reason is None]
@@ -136,6 +147,8 @@ def _reason(
         return f"invalid ({c.invalid_reason})" if c.invalid_reason else "invalid"
     if c.pruned:
         return "pruned by the search"
+    if c.contended:
+        return f"contended ({c.contention})" if c.contention else "contended"
     if slo_p99_ms is not None:
         if not _finite(c.p99_ms):
             return "no p99_ms (SLO given)"

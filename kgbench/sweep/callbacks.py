@@ -144,3 +144,4 @@ class KgbenchCallback(Callback):
         tracking.finish_run(client, self.parent_run_id, ok)
         if not ok:
             _note("no job of this sweep succeeded (see the reasons above)")
+        print(summary.contended_line(runs), flush=True)  # the sweep's last line

@@ -1,5 +1,5 @@
 """The end of a sweep, read back from MLflow: the serving layer's overhead for http runs that have a direct
-twin, and the table of every job sorted by req/s (best first)."""
+twin, the table of every job sorted by req/s (best first), and the line that counts the contended jobs."""
 
 from __future__ import annotations
 
@@ -10,9 +10,20 @@ import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from kgbench.track.schema import BOTTLENECK, FAILURE_REASON, HYDRA_OVERRIDES, INVALID_REASON, PARENT_RUN, SYNTHETIC_NET
+from kgbench.track.schema import (
+    BOTTLENECK,
+    CONTENDED,
+    CONTENTION,
+    CONTENTION_ATTEMPTS,
+    FAILURE_REASON,
+    HYDRA_OVERRIDES,
+    INVALID_REASON,
+    PARENT_RUN,
+    RACE_ROUND,
+    SYNTHETIC_NET,
+)
 
-__all__ = ["COLUMNS", "child_runs", "format_table", "overheads", "sweep_table"]
+__all__ = ["COLUMNS", "child_runs", "contended_line", "format_table", "overheads", "sweep_table"]
 
 # (column, metric)
 COLUMNS: list[tuple[str, str]] = [
@@ -66,8 +77,11 @@ def sweep_table(runs: list[Run]) -> pd.DataFrame:
         row["bottleneck"] = tags.get(BOTTLENECK, "")
         flags = [name for name in ("unstable", "invalid") if tags.get(f"kgbench.{name}") == "true"]
         flags += ["synthetic"] if tags.get(SYNTHETIC_NET) == "true" else []
+        flags += ["CONTENDED"] if tags.get(CONTENDED) == "true" else []
+        flags += [f"race round {tags[RACE_ROUND]}"] if tags.get(RACE_ROUND) else []
         row["flags"] = ",".join(flags)
-        row["reason"] = tags.get(FAILURE_REASON, "") or tags.get(INVALID_REASON, "")
+        contention = tags.get(CONTENTION, "") if tags.get(CONTENDED) == "true" else ""
+        row["reason"] = tags.get(FAILURE_REASON, "") or tags.get(INVALID_REASON, "") or contention
         row["run_id"] = run.info.run_id
         row["_start"] = run.info.start_time or 0
         rows.append(row)
@@ -90,3 +104,22 @@ def format_table(frame: pd.DataFrame, max_reason: int = 100) -> str:
         shown = shown.drop(columns=["bottleneck"])
     with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", max_reason):
         return shown.to_string(index=False, float_format=lambda v: f"{v:.4g}", na_rep="-")
+
+
+def contended_line(runs: list[Run]) -> str:
+    """The sweep's last line: how many of its jobs were contended, how many of those a re-measure cleared, and how
+    many stayed so (kept, marked, set aside by promote)."""
+    measured = [run for run in runs if CONTENDED in run.data.tags]
+    marked = [run for run in measured if run.data.tags[CONTENDED] == "true"]
+    cleared = [
+        run
+        for run in measured
+        if run.data.tags[CONTENDED] != "true" and "contended (" in run.data.tags.get(CONTENTION_ATTEMPTS, "")
+    ]
+    if not marked and not cleared:
+        return f"kgbench: contended jobs: 0 of {len(measured)}"
+    return (
+        f"kgbench: contended jobs: {len(marked) + len(cleared)} of {len(measured)} "
+        f"({len(cleared)} clean when re-measured; {len(marked)} still contended, kept but marked, "
+        "never promoted: kgbench.contended=true)"
+    )
