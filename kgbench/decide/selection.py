@@ -71,6 +71,8 @@ class Candidate:
     goodput_low: float | None = None
     goodput_high: float | None = None
     slo_ms: float | None = None  # the latency objective goodput was counted against
+    replicate_of: str = ""  # a race's replicate: the run whose config it re-measured (kgbench.decide.race)
+    replicates: int = 0  # race replicates its req/s interval comes from
 
     def objective(self, objective: Objective) -> Interval | None:
         """The objective's value with its interval (a point when no interval was logged); None if absent."""
@@ -165,7 +167,8 @@ def _reason(
 def _scored(c: Candidate, objective: Objective) -> Scored:
     interval = c.objective(objective)
     assert interval is not None  # eligible candidates have the objective
-    return Scored(c.run_id, interval, c.p99_ms if c.p99_ms is not None and _finite(c.p99_ms) else math.inf)
+    p99 = c.p99_ms if c.p99_ms is not None and _finite(c.p99_ms) else math.inf
+    return Scored(c.run_id, interval, p99, c.replicates if objective == "req_per_s" else 0)
 
 
 def choose_winner(
@@ -196,7 +199,8 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 def _interval(c: Candidate) -> str:
     if c.req_per_s_low is None or c.req_per_s_high is None or not _finite(c.req_per_s_low):
         return "-"
-    return f"[{c.req_per_s_low:.2f}, {c.req_per_s_high:.2f}]"
+    raced = f" ({c.replicates} replicates)" if c.replicates else ""
+    return f"[{c.req_per_s_low:.2f}, {c.req_per_s_high:.2f}]{raced}"
 
 
 def format_table(selection: Selection) -> str:
