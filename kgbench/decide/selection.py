@@ -102,11 +102,12 @@ class Selection:
     objective: Objective = "req_per_s"
 
     def set_aside(self) -> list[str]:
-        """One line per run passed over because it was measured beside other work: its id and the figures."""
+        """One line per run measured beside other work (kgbench.contended), never promoted: its id and figures."""
         return [
-            f"set aside {v.candidate.run_id} ({v.candidate.label or '-'}): {v.reason}"
+            f"set aside {v.candidate.run_id} ({v.candidate.label or '-'}): contended"
+            + (f" ({v.candidate.contention})" if v.candidate.contention else "")
             for v in self.verdicts
-            if v.candidate.contended and v.reason is not None and v.reason.startswith("contended")
+            if v.candidate.contended
         ]
 
     @property
