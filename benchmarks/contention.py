@@ -51,6 +51,7 @@ SEARCH = [
     "hydra.sweeper.params.numAnalysisThreads='tag(ordered, choice(1, 2, 4))'",
     "numSearchThreadsPerAnalysisThread=tag(ordered, choice(1, 2, 4))",
     "load.order=given",  # load=cpu has one level: nothing to order
+    "race.enabled=false",  # the search's own pick, at the search's own cost
 ]  # fmt: skip
 
 
@@ -239,6 +240,8 @@ def quiet_means(quiet: Mapping[str, Any]) -> dict[str, float]:
 
 def search_table(search: Mapping[str, Any], quiet: Mapping[str, Any]) -> str:
     means = quiet_means(quiet)
+    if not means:
+        return "search: the quiet run has no uncontended job to compare with (it was not quiet): run `quiet` again"
     best = max(means.values())
     grid_s = sum(j["end"] - j["start"] for j in quiet["jobs"] if not j["race_of"])
     lines = [
