@@ -10,15 +10,13 @@ name no process here: those are counted less one per process of the job's own tr
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 
 import psutil
 
-from kgbench.track.samples import bracket
+from kgbench.track.samples import Sampler, bracket
 from kgserve.sim.devmem import device_holders
 
 __all__ = ["DeviceProcessSampler", "DeviceSource", "nvml_source", "sim_source"]
@@ -74,39 +72,23 @@ def foreign(device_pids: set[int], job: set[int]) -> tuple[int, ...]:
     return tuple(sorted(visible - job)) + (0,) * anonymous
 
 
-class DeviceProcessSampler:
+class DeviceProcessSampler(Sampler[DeviceSample]):
     """`with DeviceProcessSampler(source) as dev: ...` then `dev.others(start, end)`; a None source samples nothing."""
 
+    thread_name = "device-processes"
+
     def __init__(self, source: DeviceSource | None, interval_s: float = 0.5) -> None:
+        super().__init__(interval_s)
         self.source = source
-        self.interval_s = interval_s
-        self.samples: list[DeviceSample] = []
         self._me = psutil.Process(os.getpid())
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
 
-    def __enter__(self) -> DeviceProcessSampler:
-        if self.source is not None:
-            self._thread = threading.Thread(target=self._run, name="device-processes", daemon=True)
-            self._thread.start()
-        return self
+    def _can_sample(self) -> bool:
+        return self.source is not None
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-
-    def _run(self) -> None:
+    def _read(self) -> DeviceSample | None:
         assert self.source is not None
-        while True:
-            stopping = self._stop.wait(self.interval_s) if self.samples else False
-            pids = self.source()
-            if pids is not None:
-                self.samples.append(DeviceSample(time.monotonic(), foreign(pids, _job_pids(self._me))))
-            if stopping:
-                return
+        pids = self.source()
+        return None if pids is None else DeviceSample(time.monotonic(), foreign(pids, _job_pids(self._me)))
 
     def others(self, start: float | None = None, end: float | None = None) -> tuple[int, ...] | None:
         """The other jobs' pids seen on the device over [start, end] (the most seen at once: a list of that many,

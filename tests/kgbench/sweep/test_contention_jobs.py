@@ -4,18 +4,17 @@ simulated device flag each other. Behaviour only: which tags and lines appear, n
 
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
+from benchmarks.contention import busy_loops
 from kgbench.decide import promote
 from kgbench.track.contention import ContentionSettings
 from kgbench.track.host import HostSampler
@@ -29,21 +28,8 @@ SMOKE = ["backend=sim", "load=smoke", "load.concurrency=[4]"]
 SIM = {"KGSERVE_SIM_SPEED": "20"}
 
 
-@contextlib.contextmanager
-def busy_loops(count: int, seconds: float) -> Iterator[None]:
-    """`count` processes spinning on a core each for at most `seconds` (killed on exit)."""
-    code = f"import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass"
-    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(count)]
-    try:
-        yield
-    finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
-
-
 def test_a_job_beside_busy_loops_is_flagged_remeasured_kept_marked_and_set_aside(tmp_path: Path) -> None:
-    with busy_loops(os.cpu_count() or 2, 240):  # every core spun: the host is saturated by others
+    with busy_loops(os.cpu_count() or 2, 0, 240, {}):  # every core spun at once: the host saturated by others
         code, out = run_kgbench(tmp_path, "-m", *SMOKE, *CHECK, "contention.remeasure=1", env=SIM)
     assert code == 0, out
     (run,) = runs_by_role(client_for(tmp_path), "job")
