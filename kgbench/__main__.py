@@ -6,6 +6,9 @@ groups are passed to Hydra as `++name=value` (set or add): a key no group sets (
 too, and a misspelt one (`nnMaxBatchSze=64`) reaches kgbench's validation, which names the closest valid
 key, instead of a Hydra struct error. The exit status is 0 when at least one job succeeded, 1 when none did, 2 when
 none could start (nothing recorded: kgbench.sweep.preflight).
+
+`python -m kgbench --space [-m] hparams_search=optuna ...` prints a search's space, budget and sampler and runs
+nothing (docs/sweeps.md shows how to narrow it).
 """
 
 from __future__ import annotations
@@ -17,14 +20,19 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import hydra
-from omegaconf import DictConfig
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig, OmegaConf
 
+from kgbench.search.optuna_sweeper import describe_search, rewrite_keys
+from kgbench.search.space import parse_space
+from kgbench.search.study import SearchError
 from kgbench.sweep import preflight, state
 from kgbench.sweep.job import context_from_hydra, run_job
 from kgbench.track.tracking import use_configured_uri
 from kgserve.paths import PROJECT_ROOT
 
-__all__ = ["CONF_DIR", "hydra_job", "job_function", "main", "rewrite_overrides"]
+__all__ = ["CONF_DIR", "hydra_job", "job_function", "main", "rewrite_overrides", "show_space"]
 
 CONF_DIR = PROJECT_ROOT / "conf"
 _PLAIN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=", re.DOTALL)
@@ -79,8 +87,35 @@ def hydra_job(cfg: DictConfig) -> float:
     return job_function(cfg)
 
 
+def show_space(args: Sequence[str]) -> int:
+    """The search space the command line would search, its budget and sampler; no job, no MLflow run."""
+    overrides = [a for a in rewrite_overrides(args) if a not in ("-m", "--multirun", "--space")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+        plain = [str(o.input_line) for o in parsed if not o.is_sweep_override()]
+        with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+            cfg = compose("config", overrides=plain, return_hydra_config=True)
+        sweeper = cfg.hydra.sweeper
+        if "OptunaSweeper" not in str(sweeper.get("_target_", "")):
+            print("not a search: add hparams_search=optuna (a grid runs every combination of its sweeps)")
+            return 2
+        params = OmegaConf.to_container(sweeper.params, resolve=True) if sweeper.get("params") else {}
+        task = [str(o.input_line) for o in parsed if not o.is_hydra_override()]
+        space = parse_space([*rewrite_keys({str(k): str(v) for k, v in (params or {}).items()},  # type: ignore[union-attr]
+                                           config_groups()), *task])  # fmt: skip
+        sampler = OmegaConf.to_container(sweeper.sampler, resolve=True) if sweeper.get("sampler") else {}
+    except (SearchError, Exception) as exc:  # Hydra's composition errors: one line
+        print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    for line in describe_search(space, int(sweeper.n_trials), sampler or {}):  # type: ignore[arg-type]
+        print(line)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
+    if "--space" in args:
+        return show_space(args)
     sys.argv = [sys.argv[0], *with_grid_sweeper(rewrite_overrides(args))]
     state.reset()
     hydra_job()

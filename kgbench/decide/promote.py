@@ -223,6 +223,8 @@ def _refusal(selection: Selection, sweep_id: str) -> PromoteError:
     hint = " (simulated runs need --allow-simulated)" if selection.only_simulated_blocked() else ""
     if selection.only_synthetic_blocked():
         hint = " (runs of a synthetic net need --allow-synthetic: a throughput test, promoted to a scratch runtime)"
+    if any(v.candidate.contended for v in selection.verdicts):
+        hint = " (contended runs were set aside: re-run the sweep, or those jobs, on a quiet machine)"
     if all(v.candidate.extra.get("mode") == "engine" for v in selection.verdicts):
         hint = " (a mode=engine sweep measures `katago benchmark`, not serving: promote a load sweep)"
     reasons = sorted({v.reason for v in selection.verdicts if v.reason})
@@ -242,6 +244,8 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
             print(f"decision: {selection.decision.explanation}")
     if chosen.runs.left_out:
         print(chosen.runs.left_out_line())
+    for line in selection.set_aside():
+        print(line)
     winner = selection.winner
     if winner is None:
         raise _refusal(selection, sweep_id)

@@ -18,9 +18,12 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from kgbench.decide.goodput import best_goodput
+from kgbench.decide.race import fold_replicates
 from kgbench.decide.selection import Candidate
 from kgbench.track.schema import (
     BACKEND,
+    CONTENDED,
+    CONTENTION,
     INVALID,
     INVALID_REASON,
     MODE,
@@ -28,6 +31,7 @@ from kgbench.track.schema import (
     PROMOTED,
     PROMOTED_SCRATCH,
     PRUNED,
+    RACE_OF,
     ROLE,
     ROLE_JOB,
     ROLE_SWEEP,
@@ -47,6 +51,7 @@ __all__ = [
     "candidates",
     "find_sweep",
     "goodput_at",
+    "job_candidates",
     "label_of",
     "make_client",
     "promoted_runs",
@@ -157,6 +162,12 @@ def _flag(run: Run, key: str) -> bool:
 
 
 def candidates(runs: Sequence[Run]) -> list[Candidate]:
+    """One candidate per job run; a race's replicates are folded into the run they re-measured."""
+    return fold_replicates(job_candidates(runs))
+
+
+def job_candidates(runs: Sequence[Run]) -> list[Candidate]:
+    """One candidate per job run as recorded (a race's replicates as they are, `replicate_of` set)."""
     keys = swept_keys(runs)
     out = []
     for run in runs:
@@ -174,6 +185,8 @@ def candidates(runs: Sequence[Run]) -> list[Candidate]:
                 unstable=_flag(run, UNSTABLE),
                 invalid=_flag(run, INVALID),
                 invalid_reason=tags.get(INVALID_REASON, ""),
+                contended=_flag(run, CONTENDED),
+                contention=tags.get(CONTENTION, "") if _flag(run, CONTENDED) else "",
                 failed=tags.get(STATUS) == "failed",
                 pruned=_flag(run, PRUNED),
                 simulated=_flag(run, SIMULATED),
@@ -187,6 +200,7 @@ def candidates(runs: Sequence[Run]) -> list[Candidate]:
                 goodput_low=_metric(run, "goodput_ci_low"),
                 goodput_high=_metric(run, "goodput_ci_high"),
                 slo_ms=_metric(run, "slo_ms"),
+                replicate_of=tags.get(RACE_OF, ""),
             )
         )
     return out

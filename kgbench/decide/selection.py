@@ -4,6 +4,7 @@ Rule: among the runs that
   - FINISHED (MLflow status) and kgbench.status is not "failed",
   - had zero errors and zero timeouts,
   - are not flagged kgbench.unstable or kgbench.invalid, and were not pruned by an Optuna search,
+  - were not measured beside other work (kgbench.contended: still contended after their re-measures),
   - have a p99 within the SLO when one is given (`--slo-p99-ms`),
   - are not simulated, unless simulated runs are allowed (`--allow-simulated`),
   - did not run a synthetic net (random weights), unless allowed (`--allow-synthetic`: a throughput test),
@@ -28,8 +29,8 @@ __all__ = ["OBJECTIVES", "RULE", "Candidate", "Objective", "Selection", "Verdict
 Objective = Literal["req_per_s", "goodput"]
 OBJECTIVES: tuple[Objective, ...] = ("req_per_s", "goodput")
 _ELIGIBLE = (
-    "FINISHED runs with 0 errors and 0 timeouts, not flagged unstable or invalid, p99 within the SLO when given, "
-    "simulated runs only with --allow-simulated, synthetic nets only with --allow-synthetic"
+    "FINISHED runs with 0 errors and 0 timeouts, not flagged unstable, invalid or contended, p99 within the SLO when "
+    "given, simulated runs only with --allow-simulated, synthetic nets only with --allow-synthetic"
 )
 
 
@@ -55,6 +56,8 @@ class Candidate:
     unstable: bool = False
     invalid: bool = False
     invalid_reason: str = ""
+    contended: bool = False  # kgbench.contended: measured beside other work, still so after its re-measures
+    contention: str = ""  # the figures that decided it
     failed: bool = False  # kgbench.status == "failed"
     pruned: bool = False  # stopped early by the Optuna search (kgbench.pruned): its last levels never ran
     simulated: bool = False
@@ -68,6 +71,8 @@ class Candidate:
     goodput_low: float | None = None
     goodput_high: float | None = None
     slo_ms: float | None = None  # the latency objective goodput was counted against
+    replicate_of: str = ""  # a race's replicate: the run whose config it re-measured (kgbench.decide.race)
+    replicates: int = 0  # race replicates its req/s interval comes from
 
     def objective(self, objective: Objective) -> Interval | None:
         """The objective's value with its interval (a point when no interval was logged); None if absent."""
@@ -95,6 +100,15 @@ class Selection:
     verdicts: tuple[Verdict, ...]
     decision: Decision | None = None  # how the winner was chosen among the eligible (the tie rule)
     objective: Objective = "req_per_s"
+
+    def set_aside(self) -> list[str]:
+        """One line per run measured beside other work (kgbench.contended), never promoted: its id and figures."""
+        return [
+            f"set aside {v.candidate.run_id} ({v.candidate.label or '-'}): contended"
+            + (f" ({v.candidate.contention})" if v.candidate.contention else "")
+            for v in self.verdicts
+            if v.candidate.contended
+        ]
 
     @property
     def eligible(self) -> list[Candidate]:
@@ -136,6 +150,8 @@ def _reason(
         return f"invalid ({c.invalid_reason})" if c.invalid_reason else "invalid"
     if c.pruned:
         return "pruned by the search"
+    if c.contended:
+        return f"contended ({c.contention})" if c.contention else "contended"
     if slo_p99_ms is not None:
         if not _finite(c.p99_ms):
             return "no p99_ms (SLO given)"
@@ -152,7 +168,8 @@ def _reason(
 def _scored(c: Candidate, objective: Objective) -> Scored:
     interval = c.objective(objective)
     assert interval is not None  # eligible candidates have the objective
-    return Scored(c.run_id, interval, c.p99_ms if c.p99_ms is not None and _finite(c.p99_ms) else math.inf)
+    p99 = c.p99_ms if c.p99_ms is not None and _finite(c.p99_ms) else math.inf
+    return Scored(c.run_id, interval, p99, c.replicates if objective == "req_per_s" else 0)
 
 
 def choose_winner(
@@ -183,7 +200,8 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 def _interval(c: Candidate) -> str:
     if c.req_per_s_low is None or c.req_per_s_high is None or not _finite(c.req_per_s_low):
         return "-"
-    return f"[{c.req_per_s_low:.2f}, {c.req_per_s_high:.2f}]"
+    raced = f" ({c.replicates} replicates)" if c.replicates else ""
+    return f"[{c.req_per_s_low:.2f}, {c.req_per_s_high:.2f}]{raced}"
 
 
 def format_table(selection: Selection) -> str:

@@ -31,6 +31,7 @@ class Scored:
     run_id: str
     interval: Interval  # the objective value (mean) and its 95% interval
     p99_ms: float
+    replicates: int = 0  # race replicates its interval comes from (0: the run's own windows or repeats)
 
     @property
     def value(self) -> float:
@@ -41,8 +42,9 @@ class Scored:
 class Decision:
     winner: str
     leader: str
-    tied: tuple[str, ...]  # run ids tied with the leader (the leader included), best value first
+    tied: tuple[str, ...]  # run ids tied with the leader (the leader included), best value first: indistinguishable
     explanation: str
+    reason: str = ""  # the verdict's clause: the indistinguishable set, its evidence and the rule among them
 
 
 def _p99(s: Scored) -> float:
@@ -53,7 +55,21 @@ def _fmt(s: Scored, metric: str) -> str:
     ci = s.interval
     spread = f" [{ci.low:.3g}, {ci.high:.3g}]" if ci.high > ci.low else " (no interval)"
     p99 = f"{s.p99_ms:.0f} ms" if math.isfinite(s.p99_ms) else "-"
-    return f"{s.run_id[:12]} {metric} {ci.mean:.4g}{spread} p99 {p99}"
+    raced = f" ({s.replicates} race replicates)" if s.replicates else ""
+    return f"{s.run_id[:12]} {metric} {ci.mean:.4g}{spread}{raced} p99 {p99}"
+
+
+def _reason(tied: Sequence[Scored], winner: Scored, metric: str) -> str:
+    if len(tied) == 1:
+        return f"highest {metric}, and no other run within its 95% interval"
+    others = ", ".join(s.run_id[:12] for s in tied if s is not winner)
+    raced = [s for s in tied if s.replicates]
+    evidence = (
+        f"still within each other's 95% interval after a race ({min(s.replicates for s in raced)}+ replicates each)"
+        if len(raced) == len(tied)
+        else f"within the leader's 95% interval of {metric}"
+    )
+    return f"indistinguishable from {others} ({evidence}); among the {len(tied)} the lowest p99 wins"
 
 
 def decide(scored: Sequence[Scored], metric: str = "req/s") -> Decision | None:
@@ -73,4 +89,4 @@ def decide(scored: Sequence[Scored], metric: str = "req/s") -> Decision | None:
             f"{_fmt(leader, metric)} leads; tied within noise: {others}; "
             f"lowest p99 among the {len(tied)} tied wins: {winner.run_id[:12]}"
         )
-    return Decision(winner.run_id, leader.run_id, tuple(s.run_id for s in tied), text)
+    return Decision(winner.run_id, leader.run_id, tuple(s.run_id for s in tied), text, _reason(tied, winner, metric))

@@ -9,18 +9,23 @@ intermediate value after every concurrency level (kgbench.search.trial), so the 
 its last level; a job that was stopped that way is told as PRUNED.
 
 The study is persistent (``journal``, ``study_name``): running the same command again, or on other nodes with the
-journal on a shared filesystem, adds workers to the same study. ``n_trials`` is the study's total budget: a worker
-stops asking once the study holds that many trials (whatever their state, from every worker).
+journal on a shared filesystem, adds workers to the same study. ``n_trials`` is the study's total budget of measured
+configs: a worker stops asking once the study holds that many trials that ran a job (from every worker), or once a
+finite space has none left.
 
-Two rules spend the budget where it helps: a config the study already measured (or pruned) is not run again, its
-earlier result is told at once (``kgbench.reused_from``); a job that failed (its config did not start, e.g. out of
-device memory) is told ``failed_value`` (0.0: it serves nothing), so the sampler learns to avoid that region
-(null: told as FAIL, which the sampler ignores).
+Three rules spend the budget where it helps: a config the study already measured (or pruned) is not run again, its
+earlier result is told at once (``kgbench.reused_from``) and that trial costs nothing; on a finite space the next
+proposal is then the nearest config not measured yet (kgbench.search.study.ask_new), so a small space is sampled
+without repeats; a job that failed (its config did not start, e.g. out of device memory) is told ``failed_value``
+(0.0: it serves nothing), so the sampler learns to avoid that region (null: told as FAIL, which the sampler ignores).
+TPE's random start-up trials are sized to the budget (``n_startup_trials: auto``). The space is printed before any
+job runs, each reused trial as it happens, and the reused trials again at the end.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -37,16 +42,19 @@ from optuna.trial import TrialState
 from kgbench.search.space import SearchSpace, parse_space
 from kgbench.search.study import (
     PRUNER_ATTR,
+    REUSED_ATTR,
     SearchError,
+    ask_new,
     make_pruner,
     make_sampler,
+    measured_trials,
     open_storage,
-    reuse_earlier,
+    startup_trials,
     tell_job,
 )
 from kgbench.search.trial import trial_overrides
 
-__all__ = ["OptunaSweeper", "rewrite_keys"]
+__all__ = ["OptunaSweeper", "describe_search", "rewrite_keys"]
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +115,7 @@ class OptunaSweeper(Sweeper):
         study = optuna.create_study(
             study_name=self.study_name,
             storage=open_storage(self.journal),
-            sampler=make_sampler(self.sampler_spec),
+            sampler=make_sampler(self.sampler_spec, self.n_trials),
             pruner=make_pruner(self.pruner_spec),
             direction=StudyDirection.MAXIMIZE if self.direction == "maximize" else StudyDirection.MINIMIZE,
             load_if_exists=True,
@@ -130,14 +138,24 @@ class OptunaSweeper(Sweeper):
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
         study = self._study()
         self.space = space
-        log.info("Optuna study %r in %s: up to %d trials in all", self.study_name, self.journal, self.n_trials)
+        for line in describe_search(space, self.n_trials, self.sampler_spec):
+            log.info("%s", line)
+        log.info("Optuna study %r in %s", self.study_name, self.journal)
         returns: list[Sequence[JobReturn]] = []
         job_index = 0
-        while (left := self.n_trials - len(study.get_trials(deepcopy=False))) > 0:
-            asked = [study.ask(space.distributions) for _ in range(min(self.n_jobs, left))]
-            trials = [trial for trial in asked if not reuse_earlier(study, trial)]
+        rng = random.Random(self.sampler_spec.get("seed"))
+        while (left := self.n_trials - measured_trials(study)) > 0:
+            trials = []
+            for _ in range(min(self.n_jobs, left)):
+                trial, reused = ask_new(study, space, rng)
+                for number, earlier in reused:
+                    log.info("trial %d repeats trial %d's config: its result reused, no job, no budget used",
+                             number, earlier)  # fmt: skip
+                if trial is not None:
+                    trials.append(trial)
             if not trials:
-                continue
+                log.info("every config of the space is measured (%s configs): the search stops", space.size)
+                break
             batch = [self._job_overrides(space, trial) for trial in trials]
             self.validate_batch_is_legal(batch)
             results = self.launcher.launch(batch, initial_job_idx=job_index)
@@ -157,9 +175,16 @@ class OptunaSweeper(Sweeper):
         tell_job(study, trial, number, self.failed_value)
 
     def _summarise(self, study: optuna.Study, sweep_dir: Path) -> None:
-        states = [t.state for t in study.get_trials(deepcopy=False)]
+        trials = study.get_trials(deepcopy=False)
+        reused = {t.number: int(t.user_attrs[REUSED_ATTR]) for t in trials if REUSED_ATTR in t.user_attrs}
+        states = [t.state for t in trials if t.number not in reused]
         counts = {s.name.lower(): states.count(s) for s in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)}
-        results: dict[str, Any] = {"study_name": self.study_name, "journal": self.journal, "trials": counts}
+        counts["reused"] = len(reused)
+        results: dict[str, Any] = {"study_name": self.study_name, "journal": self.journal, "trials": counts,
+                                   "reused_from": reused}  # fmt: skip
+        if reused:
+            shown = ", ".join(f"{number} (of {earlier})" for number, earlier in sorted(reused.items()))
+            log.info("reused a measured result, no job: trials %s", shown)
         try:
             best = study.best_trial
         except ValueError:  # no completed trial
@@ -169,6 +194,27 @@ class OptunaSweeper(Sweeper):
             results.update(best_value=best.value, best_params=params, best_trial=best.number)
             log.info("Best trial %d: %s -> %.4g (%s)", best.number, params, best.value, counts)
         OmegaConf.save(OmegaConf.create(results), sweep_dir / "optimization_results.yaml")
+
+
+def describe_search(space: SearchSpace, n_trials: int, sampler: Mapping[str, Any]) -> list[str]:
+    """The search before any job runs: the space, the budget and the sampler (what `python -m kgbench --space` and
+    the sweeper print)."""
+    size = space.size
+    share = f" ({min(n_trials, size) / size:.0%} of the space)" if size else ""
+    name = str(sampler.get("name", "tpe"))
+    startup = sampler.get("n_startup_trials", "auto")
+    if name == "tpe" and str(startup) == "auto":
+        startup = startup_trials(n_trials)
+    how = f"tpe, {startup} random start-up trial(s)" if name == "tpe" else name
+    return [
+        f"search space ({len(space.distributions)} parameter(s)):",
+        *space.describe(),
+        f"budget: hydra.sweeper.n_trials={n_trials} measured configs{share}; a repeated config reuses its result and "
+        "costs nothing" + ("; a finite space is sampled without repeats" if size else ""),
+        f"sampler: {how}",
+        "narrow it: ~hydra.sweeper.params.KEY drops a key (it keeps the config's value); "
+        "hydra.sweeper.params.KEY='tag(ordered, choice(2, 4))' searches fewer values; KEY=VALUE fixes it",
+    ]
 
 
 def _plain(node: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -7,11 +7,18 @@
 ``key=interval(lo, hi)`` -> uniform floats; ``key=tag(log, interval(lo, hi))`` -> the same on a log scale.
 Any other override is fixed: every job of the search gets it as written. Optuna's parameter names are the keys
 without Hydra's ``+``/``++`` prefix (``nnMaxBatchSize``, ``load.max_visits``).
+
+A space of choices and ranges only is finite (``size``): a search on it never measures a config twice, and a
+proposal that repeats a measured one is moved to the nearest config not measured yet (``nearest_unmeasured``).
+``describe`` is the space as `python -m kgbench --space ...` and the sweeper print it before any job runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import itertools
+import math
+import random
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -24,9 +31,9 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from kgbench.search.study import SearchError
+from kgbench.search.study import SearchError, trial_key
 
-__all__ = ["SearchSpace", "distribution", "parse_space"]
+__all__ = ["SearchSpace", "distribution", "parse_space", "trial_key"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,74 @@ class SearchSpace:
         """A trial's sampled params -> its job's overrides (the fixed ones first)."""
         values = self.values(params)
         return [*self.fixed, *(f"{self.keys[name]}={_text(value)}" for name, value in values.items())]
+
+    def choices(self, name: str) -> tuple[object, ...] | None:
+        """The params a finite parameter can take (an ordered choice's indices), None for a continuous one."""
+        dist = self.distributions[name]
+        if isinstance(dist, CategoricalDistribution):
+            return tuple(dist.choices)
+        if isinstance(dist, IntDistribution) and not dist.log:
+            return tuple(range(dist.low, dist.high + 1, dist.step))
+        return None
+
+    @property
+    def size(self) -> int | None:
+        """How many configs the space holds; None when a parameter is continuous (interval)."""
+        counts = [self.choices(name) for name in self.distributions]
+        return None if any(c is None for c in counts) else math.prod(len(c or ()) for c in counts)
+
+    def configs(self) -> Iterator[dict[str, object]]:
+        """Every config of a finite space, as trial params."""
+        names = list(self.distributions)
+        pools = [self.choices(name) or () for name in names]
+        for combo in itertools.product(*pools):
+            yield dict(zip(names, combo, strict=True))
+
+    def nearest_unmeasured(
+        self, params: Mapping[str, object], measured: set[tuple[object, ...]], rng: random.Random
+    ) -> dict[str, object] | None:
+        """The config nearest ``params`` that is not in ``measured`` (``trial_key``s): per parameter, an ordered one
+        (ordered choice, range) counts its distance in steps over its span, an unordered choice 1 when it differs;
+        ties are broken by ``rng``. None when the space is continuous or every config was measured."""
+        if self.size is None:
+            return None
+        best: list[dict[str, object]] = []
+        best_d = math.inf
+        for config in self.configs():
+            if trial_key(config) in measured:
+                continue
+            d = sum(self._distance(name, params.get(name), config[name]) for name in config)
+            if d < best_d - 1e-12:
+                best, best_d = [config], d
+            elif abs(d - best_d) <= 1e-12:
+                best.append(config)
+        return rng.choice(best) if best else None
+
+    def _distance(self, name: str, a: object, b: object) -> float:
+        pool = self.choices(name) or ()
+        if isinstance(self.distributions[name], IntDistribution) and len(pool) > 1:
+            return abs(pool.index(a) - pool.index(b)) / (len(pool) - 1) if a in pool and b in pool else 1.0
+        return 0.0 if a == b else 1.0
+
+    def describe(self) -> list[str]:
+        """The space, one line per parameter, then its size and the fixed overrides."""
+        width = max((len(name) for name in self.distributions), default=0)
+        lines = []
+        for name, dist in self.distributions.items():
+            if name in self.ordered:
+                kind, shown = "ordered choice", ", ".join(_text(v) for v in self.ordered[name])
+            elif isinstance(dist, CategoricalDistribution):
+                kind, shown = "choice", ", ".join(_text(v) for v in dist.choices)
+            elif isinstance(dist, IntDistribution):
+                kind, shown = "range", ", ".join(str(v) for v in self.choices(name) or ())
+            else:
+                assert isinstance(dist, FloatDistribution)
+                kind, shown = "interval" + (" (log)" if dist.log else ""), f"{dist.low:g} .. {dist.high:g}"
+            lines.append(f"  {name.ljust(width)}  {kind:<15} {shown}")
+        size = self.size
+        lines.append(f"  {size} configs" if size is not None else "  continuous (an interval): no finite count")
+        lines.append(f"  fixed: {' '.join(self.fixed) or '-'}")
+        return lines
 
 
 def _text(value: object) -> str:
@@ -95,8 +170,13 @@ def parse_space(overrides: Sequence[str]) -> SearchSpace:
     ordered: dict[str, tuple[object, ...]] = {}
     for override in parsed:
         key = override.get_key_element()
+        name = key.lstrip("+~")
+        # a key given again replaces its earlier entry (hydra.sweeper.params first, then the command line): a
+        # searched key fixed on the command line leaves the space, a fixed one given a sweep joins it
+        for table in (distributions, keys, ordered):
+            table.pop(name, None)
+        fixed = [item for item in fixed if item.split("=", 1)[0].lstrip("+~") != name]
         if override.is_sweep_override():
-            name = key.lstrip("+~")
             dist = distribution(override)
             sweep = override.value()
             if isinstance(sweep, ChoiceSweep) and "ordered" in sweep.tags:

@@ -10,9 +10,10 @@ when it opens its trial to report intermediate values.
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import optuna
 from optuna.pruners import BasePruner
@@ -21,8 +22,12 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-__all__ = ["FAILED_ATTR", "PRUNED_ATTR", "PRUNER_ATTR", "REUSED_ATTR", "SearchError", "frozen_trial", "make_pruner",
-           "make_sampler", "open_storage", "open_study", "reuse_earlier", "tell_job", "trial_by_number"]  # fmt: skip
+if TYPE_CHECKING:
+    from kgbench.search.space import SearchSpace
+
+__all__ = ["FAILED_ATTR", "PRUNED_ATTR", "PRUNER_ATTR", "REUSED_ATTR", "SearchError", "ask_new", "frozen_trial",
+           "make_pruner", "make_sampler", "measured_keys", "measured_trials", "open_storage", "open_study",
+           "reuse_earlier", "startup_trials", "tell_job", "trial_by_number", "trial_key"]  # fmt: skip
 
 PRUNER_ATTR = "kgbench.pruner"  # study: the pruner's settings, for the jobs
 PRUNED_ATTR = "kgbench.pruned_at_step"  # trial: set by the job when the pruner stopped it
@@ -41,13 +46,29 @@ def open_storage(journal: str | Path) -> JournalStorage:
     return JournalStorage(JournalFileBackend(str(path)))
 
 
-def make_sampler(spec: Mapping[str, Any] | None) -> BaseSampler:
-    """``{name: tpe|random, seed: N, n_startup_trials: N}`` -> a sampler (TPE by default)."""
+STARTUP_SHARE = 0.25  # TPE's random start-up trials sized to the budget: this share of it (docs/sweeps.md)
+STARTUP_MAX = 10  # Optuna's own default, for large budgets
+
+
+def startup_trials(budget: int) -> int:
+    """TPE's random start-up trials for a search of ``budget`` measured configs: a quarter of them, at least one
+    (the model needs a point), at most Optuna's 10 (chosen on the sim: docs/sweeps.md, "A search worth its
+    budget")."""
+    return max(1, min(STARTUP_MAX, round(STARTUP_SHARE * budget)))
+
+
+def make_sampler(spec: Mapping[str, Any] | None, budget: int | None = None) -> BaseSampler:
+    """``{name: tpe|random, seed: N, n_startup_trials: N|auto, ...}`` -> a sampler (TPE by default).
+    ``n_startup_trials: auto`` (the default) sizes TPE's random start to ``budget`` (``startup_trials``); without a
+    budget it is Optuna's 10."""
     spec = dict(spec or {})
     name = str(spec.pop("name", "tpe"))
     seed = spec.pop("seed", None)
     if name == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, **spec)
+        startup = spec.pop("n_startup_trials", "auto")
+        if str(startup) == "auto":
+            startup = startup_trials(budget) if budget is not None else STARTUP_MAX
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=int(startup), **spec)
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     raise SearchError(f"hydra.sweeper.sampler.name={name!r}: use tpe or random")
@@ -124,3 +145,55 @@ def tell_job(study: optuna.Study, trial: optuna.Trial, value: float | None, fail
         return TrialState.COMPLETE
     study.tell(trial, state=TrialState.FAIL)
     return TrialState.FAIL
+
+
+def trial_key(params: Mapping[str, object]) -> tuple[object, ...]:
+    """A config's identity among trials (its params in name order)."""
+    return tuple((name, params[name]) for name in sorted(params))
+
+
+def measured_trials(study: optuna.Study) -> int:
+    """Trials that measured (or are measuring) a config: what the budget counts. A trial that repeated a measured
+    config and was told its result (``kgbench.reused_from``) costs nothing."""
+    return sum(REUSED_ATTR not in t.user_attrs for t in study.get_trials(deepcopy=False))
+
+
+def measured_keys(study: optuna.Study) -> set[tuple[object, ...]]:
+    """The configs (``trial_key``) measured or being measured, whatever came of them."""
+    return {trial_key(t.params) for t in study.get_trials(deepcopy=False) if REUSED_ATTR not in t.user_attrs}
+
+
+def _pending_twin(study: optuna.Study, trial: optuna.Trial) -> int | None:
+    """An earlier trial with the same params that is still running (asked in this round, or by another worker)."""
+    for other in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        if other.number != trial.number and other.params == trial.params and REUSED_ATTR not in other.user_attrs:
+            return other.number
+    return None
+
+
+def ask_new(
+    study: optuna.Study, space: SearchSpace, rng: random.Random, max_repeats: int = 200
+) -> tuple[optuna.Trial | None, list[tuple[int, int]]]:
+    """A trial whose config is not measured yet, and the (trial, earlier trial) pairs of the repeats met on the way.
+
+    A proposal that repeats a measured config is told that config's result (``reuse_earlier``: the sampler learns
+    it again, no job runs, the budget is not used); on a finite space the next proposal is then the nearest config
+    not measured yet (enqueued), so the space is sampled without repeats. None when a finite space has no config
+    left, or a continuous one kept repeating ``max_repeats`` times."""
+    reused: list[tuple[int, int]] = []
+    for _ in range(max_repeats):
+        trial = study.ask(space.distributions)
+        if reuse_earlier(study, trial):
+            reused.append((trial.number, int(trial.user_attrs[REUSED_ATTR])))
+        elif (twin := _pending_twin(study, trial)) is not None:
+            trial.set_user_attr(REUSED_ATTR, twin)  # its twin's result is not known yet: told FAIL, ignored
+            study.tell(trial, state=TrialState.FAIL)
+            reused.append((trial.number, twin))
+        else:
+            return trial, reused
+        if space.size is not None:
+            nearest = space.nearest_unmeasured(trial.params, measured_keys(study), rng)
+            if nearest is None:
+                return None, reused
+            study.enqueue_trial(nearest, skip_if_exists=False)
+    return None, reused

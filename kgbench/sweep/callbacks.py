@@ -28,6 +28,7 @@ from kgbench.track.schema import SKIPPED_JOBS
 from kgserve.engine.client import is_simulated
 
 __all__ = [
+    "BOOKKEEPING",
     "ENV_EXPERIMENT",
     "ENV_JOBS",
     "ENV_JOB_KEY",
@@ -48,10 +49,13 @@ _SWEEP_ENV = (ENV_PARENT, ENV_SWEEP, ENV_JOBS, ENV_EXPERIMENT)
 _GRID_OPENS_ITSELF = "GroupedSweeper"  # kgbench's grid sweeper: opens the sweep after its preflight
 
 
+BOOKKEEPING = ("++search.", "++race.")  # overrides a sweeper adds to link a job to its trial or race round
+
+
 def display_overrides(overrides: list[str]) -> str:
     """The override string as the user typed it (kgbench adds `++` to plain KataGo keys; the Optuna sweeper's
-    `++search.*` trial links are bookkeeping, not configuration)."""
-    return " ".join(item.removeprefix("++") for item in overrides if not item.startswith("++search."))
+    `++search.*` trial links and a race's `++race.of/round` are bookkeeping, not configuration)."""
+    return " ".join(item.removeprefix("++") for item in overrides if not item.startswith(BOOKKEEPING))
 
 
 def count_jobs(overrides: list[str], params: Mapping[str, Any] | None = None) -> int | None:

@@ -1,21 +1,24 @@
 """What a job knows of its device and network before it measures: the net's description (architecture, FLOPs per
-evaluation, synthetic or not) and the GPU's measured matrix-product rate, both for the efficiency figures."""
+evaluation, synthetic or not) and the GPU's measured matrix-product rate, both for the efficiency figures, and who
+else may hold its device (for the contention check)."""
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 
 from kgbench.load.types import LoadResult
 from kgbench.nets import ModelFormatError, NetDescription, describe_model
 from kgbench.sweep.spec import Prepared
+from kgbench.track.devprocs import DeviceSource, nvml_source, sim_source
 from kgbench.track.gemm import GemmRate, device_gemm_rate
 from kgbench.track.gpu import gpu_name
 from kgbench.track.measure import MeasureWatch
 from kgbench.track.schema import NET_ARCH, NET_GFLOPS_PER_EVAL, NET_NAME, NET_PARAMS, SYNTHETIC_NET, flag
 from kgserve.katago.netfile import is_synthetic_model
 
-__all__ = ["GPU_BACKENDS", "job_gemm", "job_net", "net_tags", "watch_figures"]
+__all__ = ["GPU_BACKENDS", "job_device", "job_gemm", "job_net", "net_tags", "watch_figures"]
 
 GPU_BACKENDS = ("cuda", "trt")
 GEMM_CACHE = "device_gemm.json"
@@ -52,6 +55,16 @@ def job_gemm(backend: str, cache_dir: Path) -> GemmRate | None:
     if backend not in GPU_BACKENDS:
         return None
     return device_gemm_rate(cache_dir / GEMM_CACHE, gpu_name())
+
+
+def job_device(backend: str) -> DeviceSource | None:
+    """Who holds the job's accelerator: the simulated device its sims use (KGSERVE_SIM_DEVICE, as they read it), or
+    NVML's GPU 0 for a GPU backend; None for the CPU backend (its device is the host, which the host sampler sees)."""
+    if backend == "sim":
+        return sim_source(os.environ.get("KGSERVE_SIM_DEVICE", "gpu0") or "gpu0")
+    if backend in GPU_BACKENDS:
+        return nvml_source(0)
+    return None
 
 
 def watch_figures(

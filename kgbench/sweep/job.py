@@ -5,6 +5,7 @@ with a one-line reason, and the sweep goes on.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import traceback
@@ -17,6 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep import modes
 from kgbench.sweep.callbacks import (
+    BOOKKEEPING,
     ENV_EXPERIMENT,
     ENV_JOB_KEY,
     ENV_JOBS,
@@ -45,7 +47,10 @@ from kgbench.track.schema import (
     HYDRA_OVERRIDES,
     INVALID,
     JOB_KEY,
+    JOB_OVERRIDES,
     MODE,
+    RACE_OF,
+    RACE_ROUND,
     RUNTIME_CONFIG,
     SIMULATED,
     UNSTABLE,
@@ -117,8 +122,13 @@ def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
     backend = str(cfg.get("backend", ""))
     # where a job ran on a cluster: its PBS job (logs, accounting) and the launcher's key for it
     placement = {"pbs_job_id": os.environ.get("PBS_JOBID"), JOB_KEY: ctx.job_key}
+    race = section(cfg, "race")
+    replicate = {RACE_OF: str(race["of"]), RACE_ROUND: str(race.get("round", ""))} if race.get("of") else {}
     return {
         **{k: v for k, v in placement.items() if v},
+        **replicate,
+        # what a race re-runs: the overrides as launched, bookkeeping (search trial, race round) left out
+        JOB_OVERRIDES: json.dumps([o for o in ctx.overrides if not o.startswith(BOOKKEEPING)]),
         BACKEND: backend,
         SIMULATED: flag(is_simulated(backend)),
         "transport": str(cfg.get("transport", "http")),

@@ -83,3 +83,4 @@ def summarise(sweep: state.SweepRun | None, sweep_dir: Path) -> None:
     tracking.finish_run(client, sweep.parent_run_id, succeeded > 0)
     if succeeded == 0:
         _note("no job of this sweep succeeded (see the reasons above)")
+    print(summary.contended_line(runs), flush=True)  # the sweep's last line

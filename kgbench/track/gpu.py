@@ -13,13 +13,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any
 
-from kgbench.track.samples import bracket
+from kgbench.track.samples import Sampler, SamplerStopped, bracket
 
 __all__ = ["GpuSample", "GpuSampler", "gpu_name", "nvml_absent_reason"]
 
@@ -66,32 +64,38 @@ class GpuSample:
     sm_clock_mhz: float | None
 
 
-class GpuSampler:
+class GpuSampler(Sampler[GpuSample]):
     """`with GpuSampler() as gpu: ...` then `gpu.metrics()` -> {gpu_util_mean, gpu_mem_peak_mb, ...} or {};
     `gpu.metrics(start, end)` for a window of time.monotonic() values inside the sampled span."""
 
+    thread_name = "nvml-sampler"
+
     def __init__(self, index: int = 0, interval_s: float = 0.5) -> None:
+        super().__init__(interval_s)
         self.index = index
-        self.interval_s = interval_s
-        self.samples: list[GpuSample] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._handle: Any = None
         self._nvml, self.absent_reason = _nvml()
 
-    def __enter__(self) -> GpuSampler:
-        if self._nvml is not None:
-            self._thread = threading.Thread(target=self._run, name="nvml-sampler", daemon=True)
-            self._thread.start()
-        return self
+    def _can_sample(self) -> bool:
+        return self._nvml is not None
 
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
+    def _prepare(self) -> bool:
+        assert self._nvml is not None
+        try:
+            self._handle = self._nvml.nvmlDeviceGetHandleByIndex(self.index)
+        except Exception as exc:
+            self.absent_reason = f"NVML device {self.index}: {exc}"
+            return False
+        return True
 
-    def _read(self, handle: Any) -> GpuSample | None:
+    def _read(self) -> GpuSample | None:
+        try:
+            return self._read_nvml(self._handle)
+        except Exception as exc:
+            self.absent_reason = f"NVML stopped answering: {exc}"
+            raise SamplerStopped from exc
+
+    def _read_nvml(self, handle: Any) -> GpuSample | None:
         """A sample, or None when its reads were not close together in time (this thread lost the GIL between
         them: the energy counter would be paired with the wrong clock)."""
         nvml = self._nvml
@@ -106,27 +110,6 @@ class GpuSampler:
         if after - before > _MAX_READ_S:
             return None
         return GpuSample((before + after) / 2, util, used_mb, energy, power, clock)
-
-    def _run(self) -> None:
-        nvml = self._nvml
-        assert nvml is not None
-        try:
-            handle = nvml.nvmlDeviceGetHandleByIndex(self.index)
-        except Exception as exc:
-            self.absent_reason = f"NVML device {self.index}: {exc}"
-            return
-        while True:
-            # after the first sample, wait; a last sample is taken after the stop, so the span's end is covered
-            stopping = self._stop.wait(self.interval_s) if self.samples else False
-            try:
-                sample = self._read(handle)
-            except Exception as exc:
-                self.absent_reason = f"NVML stopped answering: {exc}"
-                return
-            if sample is not None:
-                self.samples.append(sample)
-            if stopping:
-                return
 
     def metrics(self, start: float | None = None, end: float | None = None) -> dict[str, float]:
         """Mean utilisation, peak memory, energy (J) and mean power over [start, end] (default: everything)."""

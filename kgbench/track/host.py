@@ -9,15 +9,13 @@ CPU that processes outside the job used (busy minus the job's tree: another job 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
 
 import psutil
 
-from kgbench.track.samples import bracket
+from kgbench.track.samples import Sampler, bracket
 
 __all__ = ["HostSample", "HostSampler"]
 
@@ -56,28 +54,17 @@ def _tree_cpu(process: psutil.Process | None) -> tuple[float, float]:
         return 0.0, 0.0
 
 
-class HostSampler:
+class HostSampler(Sampler[HostSample]):
     """`with HostSampler(lambda: kgserve_pid) as host: ...` then `host.metrics(start, end)`."""
 
+    thread_name = "host-sampler"
+
     def __init__(self, frontend_pid: Callable[[], int | None] = lambda: None, interval_s: float = 0.5) -> None:
-        self.interval_s = interval_s
-        self.samples: list[HostSample] = []
+        super().__init__(interval_s)
         self.cores = psutil.cpu_count() or 1
         self._frontend_pid = frontend_pid
         self._frontend: psutil.Process | None = None
         self._me = psutil.Process(os.getpid())
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="host-sampler", daemon=True)
-
-    def __enter__(self) -> HostSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
 
     def _process(self) -> psutil.Process | None:
         pid = self._frontend_pid()
@@ -111,15 +98,6 @@ class HostSampler:
             return None
         steal = getattr(times, "steal", 0.0)
         return HostSample((before + after) / 2, busy, steal, frontend, engines, own_rest)
-
-    def _run(self) -> None:
-        while True:
-            stopping = self._stop.wait(self.interval_s) if self.samples else False
-            sample = self._read()
-            if sample is not None:
-                self.samples.append(sample)
-            if stopping:
-                return
 
     def metrics(self, start: float | None = None, end: float | None = None) -> dict[str, float]:
         """Over [start, end]: host_cpu_busy_pct (of all cores), host_cpu_steal_pct, frontend_cpu_cores,

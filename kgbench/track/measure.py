@@ -1,9 +1,13 @@
 """What a job's machine did while its load ran: the GPU and the host sampled together (MeasureWatch), then the
 efficiency figures and the bottleneck over the headline level's measurement windows (kgbench.track.efficiency).
 
-    with MeasureWatch(frontend_pid=lambda: proc.pid) as watch:
+    with MeasureWatch(frontend_pid=lambda: proc.pid, device=sim_source("gpu0")) as watch:
         result = asyncio.run(run_load(...))
     metrics, tags = watch.job_figures(result, nn_stats, net=..., gemm=..., nn_max_batch=..., workers=...)
+    verdict = watch.contention(result, load.window_s, settings)   # kgbench.track.contention
+
+The device sampler (kgbench.track.devprocs) watches who else holds the job's accelerator: NVML's compute processes on
+a GPU, the other sims on a simulated device.
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from types import TracebackType
 
 from kgbench.load.types import LoadResult
 from kgbench.nets import NetDescription
+from kgbench.track.contention import Contention, ContentionSettings, judge, measure_windows, window_figures
+from kgbench.track.devprocs import DeviceProcessSampler, DeviceSource
 from kgbench.track.efficiency import JobFigures, bottleneck, efficiency_metrics
 from kgbench.track.gemm import GemmRate
 from kgbench.track.gpu import GpuSampler
@@ -55,22 +61,35 @@ def over_spans(
 
 
 class MeasureWatch:
-    def __init__(self, frontend_pid: Callable[[], int | None] = lambda: None, interval_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        frontend_pid: Callable[[], int | None] = lambda: None,
+        interval_s: float = 0.5,
+        device: DeviceSource | None = None,
+    ) -> None:
         self.gpu = GpuSampler(interval_s=interval_s)
         self.host = HostSampler(frontend_pid, interval_s=interval_s)
+        self.device = DeviceProcessSampler(device, interval_s=interval_s)
         self.t0 = 0.0
 
     def __enter__(self) -> MeasureWatch:
         self.gpu.__enter__()
         self.host.__enter__()
+        self.device.__enter__()
         self.t0 = time.monotonic()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self.device.__exit__(exc_type, exc, tb)
         self.host.__exit__(exc_type, exc, tb)
         self.gpu.__exit__(exc_type, exc, tb)
+
+    def contention(self, result: LoadResult, window_s: float, settings: ContentionSettings) -> Contention:
+        """Every level's measurement windows judged for contention (kgbench.track.contention)."""
+        spans = measure_windows(result, window_s)
+        return judge(window_figures(spans, self.host.metrics, self.device.others, float(self.host.cores)), settings)
 
     def job_figures(
         self,

@@ -19,6 +19,9 @@ __all__ = [
     "BOTTLENECK_KNOB",
     "BUILD_GROUP",
     "COLD_START",
+    "CONTENDED",
+    "CONTENTION",
+    "CONTENTION_ATTEMPTS",
     "ENGINE_BINARY",
     "ENGINE_MODEL",
     "FAILURE_REASON",
@@ -30,6 +33,7 @@ __all__ = [
     "INVALID",
     "INVALID_REASON",
     "JOB_KEY",
+    "JOB_OVERRIDES",
     "KATAGO_VERSION",
     "LADDER_STOP",
     "MFU_ABSENT",
@@ -48,6 +52,9 @@ __all__ = [
     "PROMOTED_SCRATCH",
     "PROMOTED_SCRATCH_VALUE",
     "PRUNED",
+    "RACE",
+    "RACE_OF",
+    "RACE_ROUND",
     "RECOMMENDED_SOURCE",
     "RECOMMENDED_THREADS",
     "ROLE",
@@ -93,6 +100,9 @@ ENGINE_BINARY = "kgbench.engine_binary"  # engine.binary= on the command line: t
 ENGINE_MODEL = "kgbench.engine_model"  # engine.model= on the command line: the model file it ran instead
 HOST = "host"
 GPU_NAME = "gpu_name"  # "none" without a GPU
+JOB_OVERRIDES = "kgbench.job_overrides"  # the job's Hydra overrides as launched (JSON list): what a race re-runs
+RACE_OF = "kgbench.race_of"  # a race's replicate: the run id of the sweep job it re-measures
+RACE_ROUND = "kgbench.race_round"  # its round (1, 2, ...)
 
 # what a job ran
 HYDRA_OVERRIDES = "hydra_overrides"  # the job's overrides, as its run is named
@@ -130,6 +140,10 @@ UNSTABLE = "kgbench.unstable"
 INVALID = "kgbench.invalid"
 INVALID_REASON = "kgbench.invalid_reason"
 PRUNED = "kgbench.pruned"  # stopped early by the Optuna search's pruner
+CONTENDED = "kgbench.contended"  # "true": measured beside other work, still so after its re-measures (track.contention)
+CONTENTION = "kgbench.contention"  # the figures that decided it (the worst window's), or why it was not flagged
+CONTENTION_ATTEMPTS = "kgbench.contention_attempts"  # each measurement of the job: contended or clean, and why
+RACE = "kgbench.race"  # on a sweep: the race of its contenders (who, rounds, who separated, who stayed tied)
 
 # promote
 PROMOTED = "promoted"  # "true" on the run whose cfg runtime/ serves; "scratch" on one a scratch runtime serves

@@ -1,5 +1,5 @@
 """The end of a sweep, read back from MLflow: the serving layer's overhead for http runs that have a direct
-twin, and the table of every job sorted by req/s (best first)."""
+twin, the table of every job sorted by req/s (best first), and the line that counts the contended jobs."""
 
 from __future__ import annotations
 
@@ -11,9 +11,20 @@ import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
-from kgbench.track.schema import BOTTLENECK, FAILURE_REASON, HYDRA_OVERRIDES, INVALID_REASON, PARENT_RUN, SYNTHETIC_NET
+from kgbench.track.schema import (
+    BOTTLENECK,
+    CONTENDED,
+    CONTENTION,
+    CONTENTION_ATTEMPTS,
+    FAILURE_REASON,
+    HYDRA_OVERRIDES,
+    INVALID_REASON,
+    PARENT_RUN,
+    RACE_ROUND,
+    SYNTHETIC_NET,
+)
 
-__all__ = ["COLUMNS", "child_runs", "format_table", "overheads", "skipped_text", "sweep_table"]
+__all__ = ["COLUMNS", "child_runs", "contended_line", "format_table", "overheads", "skipped_text", "sweep_table"]
 
 # (column, metric)
 COLUMNS: list[tuple[str, str]] = [
@@ -67,8 +78,11 @@ def sweep_table(runs: list[Run]) -> pd.DataFrame:
         row["bottleneck"] = tags.get(BOTTLENECK, "")
         flags = [name for name in ("unstable", "invalid") if tags.get(f"kgbench.{name}") == "true"]
         flags += ["synthetic"] if tags.get(SYNTHETIC_NET) == "true" else []
+        flags += ["CONTENDED"] if tags.get(CONTENDED) == "true" else []
+        flags += [f"race round {tags[RACE_ROUND]}"] if tags.get(RACE_ROUND) else []
         row["flags"] = ",".join(flags)
-        row["reason"] = tags.get(FAILURE_REASON, "") or tags.get(INVALID_REASON, "")
+        contention = tags.get(CONTENTION, "") if tags.get(CONTENDED) == "true" else ""
+        row["reason"] = tags.get(FAILURE_REASON, "") or tags.get(INVALID_REASON, "") or contention
         row["run_id"] = run.info.run_id
         row["_start"] = run.info.start_time or 0
         rows.append(row)
@@ -100,3 +114,22 @@ def skipped_text(skipped: Sequence[tuple[str, str]]) -> str:
     for job, why in skipped:
         by_reason.setdefault(why, []).append(job)
     return "; ".join(f"{', '.join(jobs)}: {why}" for why, jobs in by_reason.items())
+
+
+def contended_line(runs: list[Run]) -> str:
+    """The sweep's last line: how many of its jobs were contended, how many of those a re-measure cleared, and how
+    many stayed so (kept, marked, set aside by promote)."""
+    measured = [run for run in runs if CONTENDED in run.data.tags]
+    marked = [run for run in measured if run.data.tags[CONTENDED] == "true"]
+    cleared = [
+        run
+        for run in measured
+        if run.data.tags[CONTENDED] != "true" and "contended (" in run.data.tags.get(CONTENTION_ATTEMPTS, "")
+    ]
+    if not marked and not cleared:
+        return f"kgbench: contended jobs: 0 of {len(measured)}"
+    return (
+        f"kgbench: contended jobs: {len(marked) + len(cleared)} of {len(measured)} "
+        f"({len(cleared)} clean when re-measured; {len(marked)} still contended, kept but marked, "
+        "never promoted: kgbench.contended=true)"
+    )

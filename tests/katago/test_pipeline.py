@@ -33,7 +33,16 @@ pytestmark = [pytest.mark.katago, pytest.mark.slow]
 PY = sys.executable
 SAMPLE = "tsumego_straight3_9x9"
 # the sweep: two batch sizes, CPU-sized threads, cache and load (conf/threads/cpu.yaml, conf/load/cpu.yaml)
-SWEEP = ["backend=eigen", "threads=cpu", "load=cpu", "nnMaxBatchSize=4,8", "nnCacheSizePowerOfTwo=18"]
+# race.enabled=false: two batch sizes the Eigen backend serves alike would be raced (load=cpu races by default);
+# the race is tested on the sim (tests/kgbench/sweep/test_race_sweep.py), this test is the pipeline
+SWEEP = [
+    "backend=eigen",
+    "threads=cpu",
+    "load=cpu",
+    "nnMaxBatchSize=4,8",
+    "nnCacheSizePowerOfTwo=18",
+    "race.enabled=false",
+]
 
 
 def _free_port() -> int:

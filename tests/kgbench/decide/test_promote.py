@@ -279,3 +279,21 @@ def test_a_synthetic_nets_winner_never_reaches_the_tracked_runtime(
     assert (tmp_path / "default-scratch" / "config.yaml").is_file()
     assert "never goes into a runtime config in place" in capsys.readouterr().out
     assert config_path.read_text() == config_before
+
+
+def test_a_contended_run_is_set_aside_with_its_figures(
+    store: Store, config_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store.sweep("busy")
+    figures = "2 of 3 window(s) contended; worst level 8 window 2: other processes used 1.10 cores (>= 0.25)"
+    busy = store.job(
+        "busy",
+        "busy",
+        metrics={**OK, "req_per_s": 30, "p99_ms": 400},
+        tags={"kgbench.contended": "true", "kgbench.contention": figures},
+    )
+    quiet = store.job("busy", "quiet", metrics={**OK, "req_per_s": 20, "p99_ms": 500})
+    assert _main(store, config_path, "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert f"set aside {busy} (-): contended ({figures})" in out
+    assert f"winner: run {quiet}" in out

@@ -28,6 +28,10 @@ def test_highest_throughput_wins_ties_by_p99() -> None:
         (c("x", 99, status="FAILED"), "status FAILED"),
         (c("x", 99, failed=True), "kgbench.status failed"),
         (c("x", 99, unstable=True), "unstable"),
+        (
+            c("x", 99, contended=True, contention="other processes used 0.93 cores"),
+            "contended (other processes used 0.93 cores)",
+        ),
         (c("x", 99, invalid=True, invalid_reason="load generator saturated"), "invalid (load generator saturated)"),
         (c("x", None), "no req_per_s"),
         (c("x", math.nan), "no req_per_s"),
@@ -136,3 +140,15 @@ def test_rule_text_names_the_objective_and_the_tie_rule() -> None:
 
     assert "highest req/s leads" in RULE and "lowest p99 wins" in RULE and "0 errors" in RULE
     assert "goodput (req/s within 1500 ms)" in rule_text("goodput", 1500.0)
+
+
+def test_promote_never_picks_a_contended_run_and_names_it() -> None:
+    """The fastest run was measured beside other work: it is set aside, with its figures, and the next one wins."""
+    figures = "1 of 3 window(s) contended; worst level 8 window 2: other processes used 0.93 cores (>= 0.25)"
+    sel = choose_winner([c("busy", 30, 400, contended=True, contention=figures, label="numAnalysisThreads=4"),
+                         c("quiet", 20, 500)])  # fmt: skip
+    assert sel.winner is not None and sel.winner.run_id == "quiet"
+    assert sel.set_aside() == [f"set aside busy (numAnalysisThreads=4): contended ({figures})"]
+    assert "contended (1 of 3 window(s)" in format_table(sel)
+    alone = choose_winner([c("busy", 30, 400, contended=True)])
+    assert alone.winner is None and alone.set_aside() == ["set aside busy (-): contended"]

@@ -3,6 +3,7 @@ The real search on the simulated engine is in tests/kgbench/sweep/test_optuna_sw
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import optuna
@@ -10,6 +11,7 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
+from kgbench.__main__ import main
 from kgbench.load.types import LevelSummary
 from kgbench.search.optuna_sweeper import rewrite_keys
 from kgbench.search.space import parse_space
@@ -18,13 +20,17 @@ from kgbench.search.study import (
     PRUNED_ATTR,
     REUSED_ATTR,
     SearchError,
+    ask_new,
     make_pruner,
     make_sampler,
+    measured_trials,
     open_storage,
     open_study,
     reuse_earlier,
+    startup_trials,
     tell_job,
     trial_by_number,
+    trial_key,
 )
 from kgbench.search.trial import TrialLink, trial_overrides
 
@@ -139,3 +145,63 @@ def test_search_benchmark_runs_within_its_budget(tmp_path: Path) -> None:
     assert outcome.trials == outcome.complete + outcome.pruned + outcome.failed + outcome.reused
     assert 0 < outcome.best_true <= outcome.optimum
     assert "| 0 |" in table([outcome], 0.02, 0.05)
+
+
+SMALL = ["++a=tag(ordered, choice(1, 2, 4))", "++b=tag(ordered, choice(1, 2, 4))", "backend=sim"]
+
+
+def test_a_finite_space_knows_its_size_and_the_nearest_config_not_measured() -> None:
+    space = parse_space(SMALL)
+    assert space.size == 9 and len(list(space.configs())) == 9
+    assert parse_space(["x=interval(0, 1)"]).size is None
+    measured = {trial_key({"a": 1, "b": 1})}
+    # next to the centre's index (1, 1): one step away on either key, a tie the rng breaks
+    nearest = space.nearest_unmeasured({"a": 1, "b": 1}, measured, random.Random(0))
+    assert nearest in ({"a": 0, "b": 1}, {"a": 2, "b": 1}, {"a": 1, "b": 0}, {"a": 1, "b": 2})
+    every = {trial_key(c) for c in space.configs()}
+    assert space.nearest_unmeasured({"a": 0, "b": 0}, every, random.Random(0)) is None
+    assert parse_space([*SMALL, "++a=2"]).distributions.keys() == {"b"}  # fixed on the command line: out
+    assert "++a=2" in parse_space([*SMALL, "++a=2"]).fixed
+
+
+@pytest.mark.parametrize("budget", [3, 5, 9, 12])
+def test_a_small_space_search_measures_as_many_distinct_configs_as_its_budget_allows(budget: int) -> None:
+    """The sweeper's loop: repeats cost nothing and are moved to a config not measured yet, so a budget of n
+    measures n distinct configs (all 9 when it is larger), whatever the sampler proposes."""
+    space = parse_space(SMALL)
+    for seed in range(5):
+        study = optuna.create_study(direction="maximize", sampler=make_sampler({"seed": seed}, budget))
+        rng = random.Random(seed)
+        measured = []
+        while measured_trials(study) < budget:
+            trial, _ = ask_new(study, space, rng)
+            if trial is None:
+                break
+            values = space.values(trial.params)
+            measured.append(trial_key(trial.params))
+            study.tell(trial, float(values["a"]) * 10 + float(values["b"]))  # a smooth landscape: repeats come
+        assert len(measured) == len(set(measured)) == min(budget, 9), seed
+        reused = [t for t in study.trials if REUSED_ATTR in t.user_attrs]
+        assert len(study.trials) == len(measured) + len(reused)
+
+
+def test_tpe_start_up_trials_are_sized_to_the_budget() -> None:
+    assert [startup_trials(n) for n in (1, 3, 5, 12, 30, 60, 200)] == [1, 1, 1, 3, 8, 10, 10]
+    sampler = make_sampler({"name": "tpe", "seed": 0}, 12)
+    assert isinstance(sampler, optuna.samplers.TPESampler) and sampler._n_startup_trials == 3
+    assert make_sampler({"name": "tpe", "n_startup_trials": 5}, 12)._n_startup_trials == 5  # type: ignore[attr-defined]
+
+
+def test_the_space_is_printed_before_any_job_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--space", "-m", "backend=eigen", "threads=cpu", "load=cpu", "hparams_search=optuna",
+            "hydra.sweeper.n_trials=3", "~hydra.sweeper.params.nnMaxBatchSize",
+            "~hydra.sweeper.params.numNNServerThreadsPerModel",
+            "hydra.sweeper.params.numAnalysisThreads='tag(ordered, choice(1, 2, 4))'",
+            "numSearchThreadsPerAnalysisThread=tag(ordered, choice(1, 2, 4))"]  # fmt: skip
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "numAnalysisThreads                 ordered choice  1, 2, 4" in out
+    assert "numSearchThreadsPerAnalysisThread  ordered choice  1, 2, 4" in out
+    assert "  9 configs" in out and "n_trials=3 measured configs (33% of the space)" in out
+    assert "sampler: tpe, 1 random start-up trial(s)" in out and "~hydra.sweeper.params.KEY" in out
+    assert main(["--space", "-m", "backend=sim"]) == 2  # a grid: not a search

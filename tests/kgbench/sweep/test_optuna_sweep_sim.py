@@ -35,11 +35,17 @@ def test_optuna_search_on_the_sim_prunes_and_persists(tmp_path: Path) -> None:
     assert journal.exists()
     study = optuna.load_study(study_name="sim-test", storage=open_storage(journal))
     trials = study.trials
-    assert [t.params["load.max_visits"] for t in trials] == [5, 5, 400]
-    # the second trial has the first one's params: no job, the first result is reused
+    assert [t.params["load.max_visits"] for t in trials[:3]] == [5, 5, 400]
+    # the second trial has the first one's params: no job, the first result is reused, no budget used; the next
+    # proposal is the config not measured yet (400); then both configs are measured and the search stops
     assert trials[1].value == trials[0].value and trials[1].user_attrs["kgbench.reused_from"] == 0
+    measured = [t for t in trials if "kgbench.reused_from" not in t.user_attrs]
+    assert [t.number for t in measured] == [0, 2]
     # 400 visits per query is far slower than 5: below the others at the first level, pruned there
-    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.PRUNED]
+    assert [t.state for t in measured] == [TrialState.COMPLETE, TrialState.PRUNED]
+    assert "every config of the space is measured (2 configs): the search stops" in out
+    assert "trial 1 repeats trial 0's config: its result reused, no job, no budget used" in out
+    assert "reused a measured result, no job: trials 1 (of 0)" in out
     assert sorted(trials[0].intermediate_values) == [0, 1]  # one value per concurrency level
     assert list(trials[2].intermediate_values) == [0]  # stopped after its first level
     assert trials[2].intermediate_values[0] < trials[0].intermediate_values[0]
@@ -54,11 +60,12 @@ def test_optuna_search_on_the_sim_prunes_and_persists(tmp_path: Path) -> None:
     assert math.isclose(jobs["0"].data.metrics["req_per_s"], trials[0].value or 0.0)
     results = (tmp_path / "multirun" / "optimization_results.yaml").read_text()
     assert "best_params" in results and "pruned: 1" in results
-    # the study persists: the same command with a budget of 4 adds exactly one trial (another worker would too);
-    # both configs of this tiny space are measured already, so it is told an earlier result and no job runs
-    # (kgbench's exit status 1: no job succeeded in this process)
+    # the study persists: the same command with a budget of 4 continues it (another worker would too); both
+    # configs of this tiny space are measured already, so its one proposal is told an earlier result and no job
+    # runs (kgbench's exit status 1: no job succeeded in this process)
+    before = len(trials)
     code, out = run_kgbench(tmp_path, *args, "hydra.sweeper.n_trials=4", env=SPEED)
     assert code == 1 and "Traceback" not in out, out
     trials = optuna.load_study(study_name="sim-test", storage=open_storage(journal)).trials
-    assert len(trials) == 4 and "kgbench.reused_from" in trials[3].user_attrs
+    assert len(trials) == before + 1 and "kgbench.reused_from" in trials[-1].user_attrs
     assert len(runs_by_role(client, "job")) == 2
