@@ -63,6 +63,16 @@ class DeviceProfile:
     weights_gb: float = 0.0
     row_gb: float = 0.0
     base_gb: float = 0.0
+    # roofline: the device's peak dense rate in the precision its backend computes in (gpu: FP16 tensor cores, the
+    # datasheet's dense figure; cpu: FP32 FMA of host_cores, Eigen computes in FP32), and the net's cost per
+    # 19x19 evaluation (`python -m kgbench.nets flops MODEL`); no steady state may beat their ratio
+    peak_tflops: float = 0.0
+    net_gflop: float = 0.0
+
+    @property
+    def roofline_evals_per_s(self) -> float:
+        """NN evaluations per second the device could do at its peak rate: an upper bound, never reached."""
+        return self.peak_tflops * 1e12 / (self.net_gflop * 1e9)
 
 
 H200_B40C768 = DeviceProfile(
@@ -82,6 +92,10 @@ H200_B40C768 = DeviceProfile(
     weights_gb=0.6,
     row_gb=0.09,
     base_gb=1.0,
+    # NVIDIA H200 SXM datasheet: FP16 tensor 1,979 TFLOP/s with 2:4 sparsity, 989 dense; b40c768nbt: 166.6 GFLOP
+    # (a synthetic b40c768nbt, docs/data/gpu-h100-2026-11-25/run1/nets.jsonl)
+    peak_tflops=989.0,
+    net_gflop=166.586,
 )
 
 CPU_EIGEN_B6C96 = DeviceProfile(
@@ -102,6 +116,11 @@ CPU_EIGEN_B6C96 = DeviceProfile(
     weights_gb=0.02,
     row_gb=0.0005,
     base_gb=0.1,
+    # AMD EPYC, family 25 model 1 (Zen 3), 2.45 GHz base: 2 x 256-bit FMA pipes = 32 FP32 FLOP per cycle and core;
+    # at the 3.5 GHz most boost of the Zen 3 EPYC with that base clock (7763): 2 x 3.5 x 32 = 224 GFLOP/s, the most
+    # generous reading (at the base clock: 157). g170-b6c96: 0.724 GFLOP (python -m kgbench.nets flops)
+    peak_tflops=0.224,
+    net_gflop=0.724,
 )
 
 PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (H200_B40C768, CPU_EIGEN_B6C96)}
