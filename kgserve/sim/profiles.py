@@ -45,18 +45,21 @@ class DeviceProfile:
     kind: Literal["gpu", "cpu"]
     device_name: str  # in the sim's start-up log and out-of-memory message
     host_cores: int
-    # gpu: seconds per batch on the serving thread (h = h0 + h1*b) and on the device (d0 + d1*b**0.85 + d2*max)
+    # gpu: seconds per batch on the serving thread (h = h0 + h1*b) and on the device (d0 + d1*b**e + d2*max)
     h0: float = 0.0
     h1: float = 0.0
     d0: float = 0.0
     d1: float = 0.0
     d2: float = 0.0
+    batch_exponent: float = 0.85  # e: below 1 the device's rate grows without bound with the batch
+    wait_cycles: float = 1.0  # gpu: server cycles a search thread waits for one evaluation (queueing included)
     # cpu: NN CPU seconds per batch (n0) and per row (n1)
     n0: float = 0.0
     n1: float = 0.0
     c_visit: float = 0.0  # CPU seconds of tree work per visit
     waste: float = 0.0  # extra evaluations per visit for each search thread beyond the first
     oversub: float = 0.5  # cost growth per doubling of threads beyond the cores
+    search_hit: float = 0.10  # share of a search's evaluations the NN cache answers (when it holds the working set)
     batch_cap: float = 0.0  # cpu: the most rows an NN thread finds queued (0: only nnMaxBatchSize limits)
     q0: float = 0.0  # seconds per query: wall time (gpu) or CPU time (cpu)
     memory_gb: float = 0.0  # device memory (gpu) or what the sim allows the process (cpu)

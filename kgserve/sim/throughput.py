@@ -8,15 +8,17 @@ GPU steady state for `active` searches, each with T = numSearchThreadsPerAnalysi
 
 * threads in flight N = active x T; S = numNNServerThreadsPerModel server threads, each forming batches of
   b = min(nnMaxBatchSize, arrivals per cycle) (fixed point: a search thread waits one batch cycle, then does
-  its own tree work before it can ask for the next evaluation);
+  its own tree work before it can ask for the next evaluation; `wait_cycles` says how many cycles that wait is
+  on average, queueing behind a batch in progress included);
 * one batch costs host time h(b) = h0 + h1*b on its server thread and device time
-  d(b) = d0 + d1*b**0.85 + d2*nnMaxBatchSize (sub-linear in b; kernels sized for the max batch cost a bit more);
+  d(b) = d0 + d1*b**e + d2*nnMaxBatchSize (e = the profile's batch_exponent; kernels sized for the max batch may
+  cost a bit more);
   the device is serialised, so a server-thread cycle is max(h + d, S*d);
 * CPU: every visit costs c_visit of tree work, more when the host is oversubscribed (threads > cores), and the
   whole demand (search threads + busy server threads) is capped at host_cores;
 * T > 1 wastes evaluations (virtual-loss collisions, overshoot): evals per visit = 1 + waste*(T-1);
-* NN cache: 2^nnCacheSizePowerOfTwo entries; transpositions inside a search hit when the table holds the
-  working set of all active searches; a larger table costs host time (cache misses on the table itself);
+* NN cache: 2^nnCacheSizePowerOfTwo entries; a share `search_hit` of a search's evaluations hit when the table
+  holds the working set of all active searches; a larger table costs host time (cache misses on the table itself);
   repeated positions (seen recently, LRU) skip most of their evaluations in the timed simulation;
 * each query also has a fixed overhead q0 (setup, root evaluation latency, JSON).
 
@@ -78,14 +80,14 @@ class SimParams:
     cache_pow: int = 20
     max_visits: int = 1 << 50
     eigen_threads: int = 0  # numEigenThreadsPerModel (cpu profiles); 0: KataGo's default
-    profile: str = DEFAULT_PROFILE
+    profile: str | DeviceProfile = DEFAULT_PROFILE  # a profile's name, or a profile itself (a calibration's trial)
 
     @property
     def device(self) -> DeviceProfile:
-        return get_profile(self.profile)
+        return self.profile if isinstance(self.profile, DeviceProfile) else get_profile(self.profile)
 
     @classmethod
-    def from_cfg(cls, cfg: Mapping[str, str | int], profile: str = DEFAULT_PROFILE) -> SimParams:
+    def from_cfg(cls, cfg: Mapping[str, str | int], profile: str | DeviceProfile = DEFAULT_PROFILE) -> SimParams:
         def get(key: str, default: int) -> int:
             value = cfg.get(key, default)
             return int(value)
@@ -99,7 +101,7 @@ class SimParams:
             cache_pow=get("nnCacheSizePowerOfTwo", 20),
             max_visits=get("maxVisits", 1 << 50),
             eigen_threads=max(0, get("numEigenThreadsPerModel", 0)),
-            profile=get_profile(profile).name,
+            profile=profile if isinstance(profile, DeviceProfile) else get_profile(profile).name,
         )
 
 
@@ -109,7 +111,7 @@ def device_memory_gb(p: SimParams) -> float:
 
 
 def _device_time(dev: DeviceProfile, b: float, max_batch: int) -> float:
-    return dev.d0 + dev.d1 * b**0.85 + dev.d2 * max_batch
+    return dev.d0 + dev.d1 * b**dev.batch_exponent + dev.d2 * max_batch
 
 
 def query_overhead_s(p: SimParams) -> float:
@@ -143,7 +145,7 @@ def _gpu_steady_state(p: SimParams, active: int, visits_hint: int) -> Steady:
     oversub = 1.0 + dev.oversub * max(0.0, math.log2(threads_total / dev.host_cores))
     table_cost = 1.0 + 0.04 * max(0, p.cache_pow - 20)
     working_set = active * min(visits_hint, 20000) * 3
-    hit = 0.10 * min(1.0, (1 << p.cache_pow) / max(1, working_set))
+    hit = dev.search_hit * min(1.0, (1 << p.cache_pow) / max(1, working_set))
     cpu_per_visit = dev.c_visit * oversub * table_cost
     b = min(float(p.max_batch), max(1.0, n / s))
     evals = 0.0
@@ -153,7 +155,7 @@ def _gpu_steady_state(p: SimParams, active: int, visits_hint: int) -> Steady:
         host = (dev.h0 + dev.h1 * b) * oversub
         cycle = max(host + d, s * d)
         # a thread: waits about one cycle for its batch, then works on the tree; misses need the NN
-        per_thread = 1.0 / (cycle + cpu_per_visit)
+        per_thread = 1.0 / (dev.wait_cycles * cycle + cpu_per_visit)
         visits = n * per_thread
         nn_rows = visits * (1.0 - hit)
         server_cap = s * p.max_batch / cycle
@@ -176,7 +178,7 @@ def _gpu_steady_state(p: SimParams, active: int, visits_hint: int) -> Steady:
 
 
 def predict_throughput(
-    cfg: Mapping[str, str | int], visits: int, concurrency: int, profile: str = DEFAULT_PROFILE
+    cfg: Mapping[str, str | int], visits: int, concurrency: int, profile: str | DeviceProfile = DEFAULT_PROFILE
 ) -> float:
     """Queries per second at steady state: `concurrency` queries of `visits` visits always outstanding."""
     p = SimParams.from_cfg(cfg, profile)
