@@ -59,9 +59,11 @@ from kgserve.sim.steady import Steady
 from kgserve.sim.throughput_cpu import cpu_steady_state
 
 __all__ = [
+    "BenchmarkFigures",
     "SharedDevice",
     "SimParams",
     "Steady",
+    "benchmark_figures",
     "device_memory_gb",
     "predict_throughput",
     "query_overhead_s",
@@ -175,6 +177,25 @@ def _gpu_steady_state(p: SimParams, active: int, visits_hint: int) -> Steady:
     visits_total = evals / (1.0 - hit)
     util = min(1.0, evals / max(b, 1e-9) * _device_time(dev, b, p.max_batch))
     return Steady(evals, visits_total / active / (1.0 + dev.waste * (t - 1)), b, util)
+
+
+@dataclass(frozen=True)
+class BenchmarkFigures:
+    """`katago benchmark` at one thread count: one position searched at a time by p.search_threads threads."""
+
+    per_position_s: float  # sim seconds per position searched
+    visits_per_s: float
+    evals_per_s: float
+    batch: float
+    device_util: float
+
+
+def benchmark_figures(p: SimParams, visits: int) -> BenchmarkFigures:
+    steady = steady_state(p, 1, visits)
+    searching = visits / max(1e-9, steady.visits_per_search)
+    per_position = searching + query_overhead_s(p)
+    rows = steady.evals_per_s * searching / per_position
+    return BenchmarkFigures(per_position, visits / per_position, rows, steady.batch, steady.device_util)
 
 
 def predict_throughput(
