@@ -3,6 +3,18 @@
 Chosen by the environment knob ``KGSERVE_SIM_PROFILE`` (default ``h200-b40c768``); ``kgserve.sim.throughput``
 reads every constant from the profile.
 
+``h100-b40c768nbt`` (kind ``gpu``): an NVIDIA H100 80GB HBM3 running KataGo v1.17.2's CUDA backend (FP16, NHWC)
+with a b40c768nbt network (the pinned architecture; a synthetic net of identical cost) from a 16-core host.
+**Fitted** to what a lent H100 measured on 2026-11-25 (docs/data/gpu-h100-2026-11-25/run1/: ``katago benchmark``
+over 32-512 search threads with 1, 2 and 4 server threads; two closed-loop 100-visit loads on the analysis engine)
+by ``python -m kgbench.bench.calibration_gpu`` (table, fit quality and method in docs/throughput-model.md). What
+the fit found: a batch's device time is ~6 ms plus ~0.42 ms a row (a rate that tends to ~2,360 NN evals/s, 0.40
+of the device's FP16 roofline); a search thread waits ~1.8 server cycles per evaluation; one server thread leaves
+the device idle ~15 ms a batch; the host's tree work, the NN cache inside a search (KataGo's graph search shares
+transpositions: the benchmark's rows equal its visits) and oversubscribing 16 cores with 512 threads cost nothing
+measurable. Device memory from NVML's peaks: ~1 GiB, plus ~0.71 GiB and 3 MiB per row of nnMaxBatchSize for each
+server thread.
+
 ``h200-b40c768`` (kind ``gpu``): an H200 running a b40c768 network from a 32-core host. No H200 was available
 to measure, so its constants are set from public figures (shape, not targets; more in
 tests/data/katago-reference/performance-facts.md):
@@ -101,6 +113,36 @@ H200_B40C768 = DeviceProfile(
     net_gflop=166.586,
 )
 
+H100_B40C768NBT = DeviceProfile(
+    name="h100-b40c768nbt",
+    kind="gpu",
+    device_name="NVIDIA H100 80GB HBM3 (simulated)",
+    host_cores=16,
+    # fitted 2026-11-25 to docs/data/gpu-h100-2026-11-25/run1/results.jsonl (net b40), d2 held at 0 (the CUDA
+    # backend picks its convolution algorithms per batch size; the data do not resolve a cost of nnMaxBatchSize):
+    #   python -m kgbench.bench.calibration_gpu --data docs/data/gpu-h100-2026-11-25/run1/results.jsonl --net b40 \
+    #     --fixed d2=0
+    h0=0.0151,
+    d0=0.0062,
+    d1=0.000423,
+    batch_exponent=1.0,
+    wait_cycles=1.83,
+    waste=0.000414,
+    oversub=0.0,
+    search_hit=0.0,
+    q0=0.02,
+    # NVML peaks: 2,531 MiB (1 server thread, nnMaxBatchSize 256), 4,045 (2, 256), 5,617 (2, 512), 7,079 (4, 256);
+    # the card: 85,017,493,504 bytes (KataGo's log), 79.2 GiB
+    memory_gb=79.2,
+    weights_gb=0.714,
+    row_gb=0.003,
+    base_gb=0.99,
+    # NVIDIA H100 SXM5 datasheet: FP16 tensor 989 TFLOP/s dense (measured here: 732 for 8192^3, 529 for the
+    # conv-shaped 46208x3456x384); b40c768nbt: 166.6 GFLOP per evaluation (run1/nets.jsonl)
+    peak_tflops=989.0,
+    net_gflop=166.586,
+)
+
 CPU_EIGEN_B6C96 = DeviceProfile(
     name="cpu-eigen-b6c96",
     kind="cpu",
@@ -126,7 +168,7 @@ CPU_EIGEN_B6C96 = DeviceProfile(
     net_gflop=0.724,
 )
 
-PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (H200_B40C768, CPU_EIGEN_B6C96)}
+PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (H200_B40C768, H100_B40C768NBT, CPU_EIGEN_B6C96)}
 DEFAULT_PROFILE = H200_B40C768.name
 
 
