@@ -15,24 +15,14 @@ transpositions: the benchmark's rows equal its visits) and oversubscribing 16 co
 measurable. Device memory from NVML's peaks: ~1 GiB, plus ~0.71 GiB and 3 MiB per row of nnMaxBatchSize for each
 server thread.
 
-``h200-b40c768`` (kind ``gpu``): an H200 running a b40c768 network from a 32-core host. No H200 was available
-to measure, so its constants are set from public figures (shape, not targets; more in
-tests/data/katago-reference/performance-facts.md):
-
-* RTX 4090, TensorRT, b28 network, ``katago benchmark``: 575 visits/s at 5 search threads (avg batch 2.5),
-  1,435 at 16, 2,347 at 40 (avg batch 19): throughput keeps rising with threads in flight, sub-linearly
-  (KataGo issue #1041, 2025-07-11).
-* RTX 4060 Ti, b40 network, ``katago benchmark``: CUDA 254 visits/s (20 threads), TensorRT 1,957 (32 threads):
-  the backend matters as much as the card (KataGo issue #852, 2023-10-31).
-* 8 x A100 (AWS), the b40-era strongest network: "maybe like 35k per second was common" for the whole machine,
-  ~4.4k visits/s per A100, varying with transpositions (KataGo issue #452, lightvector, 2021-03-23).
-* H100 / H200, one process: ``benchmark`` recommended 320 threads while GPU utilisation stayed <= 10%
-  (KataGo issue #982): one process leaves a big GPU mostly idle.
-* ``numNNServerThreadsPerModel = 2`` on one GPU: up to 1.57x (KataGo PR #1239, v1.18 CUDA optimisations).
-* RTX PRO 6000 (Blackwell), b11c768 transformer: CUDA 2,814 visits/s at 64 threads (KataGo PR #1218).
-  No figure for an RTX 6000 Ada with a b28/b40 network was found in the sources searched.
-
-Re-calibrating it from a real GPU: docs/throughput-model.md ("Re-calibrating the GPU profile").
+``h200-b40c768`` (kind ``gpu``, the default): the same network on an NVIDIA H200 from a 32-core host. **Derived**
+from the H100 fit (``--derive h200``, ``kgbench.bench.calibration_gpu_derive``): the H200 has the H100's compute
+(132 SMs, 989 TFLOP/s dense FP16; the same bf16 GEMM rate measured on both here) and faster memory (4.8 against
+3.35 TB/s; copies measured here 4.3 against 3.0 TB/s), so only the bandwidth-bound part of a batch's device time
+shrinks: x1.045 the H100's rate at large batches (range x1.00-x1.08), ~2,470 NN evals/s at most. No H200 has
+measured it yet. The profile it replaces (set from the public figures in
+tests/data/katago-reference/performance-facts.md) reached 8,565 NN evals/s: more than the card's FP16 roofline
+(5,937/s) allows.
 
 ``cpu-eigen-b6c96`` (kind ``cpu``): KataGo's Eigen (CPU) backend running the 6-block test network
 (g170-b6c96) on a 2-core x86-64 host (AVX2). Measured with ``python -m kgbench.bench.calibration``
@@ -63,7 +53,7 @@ class DeviceProfile:
     d0: float = 0.0
     d1: float = 0.0
     d2: float = 0.0
-    batch_exponent: float = 0.85  # e: below 1 the device's rate grows without bound with the batch
+    batch_exponent: float = 1.0  # e: below 1 the device's rate would grow without bound with the batch
     wait_cycles: float = 1.0  # gpu: server cycles a search thread waits for one evaluation (queueing included)
     # cpu: NN CPU seconds per batch (n0) and per row (n1)
     n0: float = 0.0
@@ -79,8 +69,9 @@ class DeviceProfile:
     row_gb: float = 0.0
     base_gb: float = 0.0
     # roofline: the device's peak dense rate in the precision its backend computes in (gpu: FP16 tensor cores, the
-    # datasheet's dense figure; cpu: FP32 FMA of host_cores, Eigen computes in FP32), and the net's cost per
-    # 19x19 evaluation (`python -m kgbench.nets flops MODEL`); no steady state may beat their ratio
+    # datasheet's dense figure; cpu: FP32 FMA of host_cores, Eigen computes in FP32), and the net's cost per 19x19
+    # evaluation as the backend computes it (direct convolutions: `python -m kgbench.nets flops MODEL`); no steady
+    # state may beat their ratio
     peak_tflops: float = 0.0
     net_gflop: float = 0.0
 
@@ -95,18 +86,23 @@ H200_B40C768 = DeviceProfile(
     kind="gpu",
     device_name="NVIDIA H200 (simulated)",
     host_cores=32,
-    h0=0.0020,
-    h1=0.00009,
-    d0=0.0015,
-    d1=0.00018,
-    d2=0.000012,
-    c_visit=0.0009,
-    waste=0.06,
-    q0=0.004,
-    memory_gb=141.0,
-    weights_gb=0.6,
-    row_gb=0.09,
-    base_gb=1.0,
+    # derived from H100_B40C768NBT (docs/throughput-model.md, "The H200 profile"):
+    #   python -m kgbench.bench.calibration_gpu --data docs/data/gpu-h100-2026-11-25/run1/results.jsonl --net b40 \
+    #     --fixed d2=0 --derive h200 --derive-name h200-b40c768
+    # host terms, waits and memory terms are the H100 run's (the same software); the H200's host is not measured
+    h0=0.0151,
+    d0=0.00615,
+    d1=0.000405,
+    batch_exponent=1.0,
+    wait_cycles=1.83,
+    waste=0.000414,
+    oversub=0.0,
+    search_hit=0.0,
+    q0=0.02,
+    memory_gb=140.4,  # "141 GB": 143,771 MiB as nvidia-smi reports it
+    weights_gb=0.714,
+    row_gb=0.003,
+    base_gb=0.99,
     # NVIDIA H200 SXM datasheet: FP16 tensor 1,979 TFLOP/s with 2:4 sparsity, 989 dense; b40c768nbt: 166.6 GFLOP
     # (a synthetic b40c768nbt, docs/data/gpu-h100-2026-11-25/run1/nets.jsonl)
     peak_tflops=989.0,
@@ -163,9 +159,13 @@ CPU_EIGEN_B6C96 = DeviceProfile(
     base_gb=0.1,
     # AMD EPYC, family 25 model 1 (Zen 3), 2.45 GHz base: 2 x 256-bit FMA pipes = 32 FP32 FLOP per cycle and core;
     # at the 3.5 GHz most boost of the Zen 3 EPYC with that base clock (7763): 2 x 3.5 x 32 = 224 GFLOP/s, the most
-    # generous reading (at the base clock: 157). g170-b6c96: 0.724 GFLOP (python -m kgbench.nets flops)
+    # generous reading (at the base clock: 157). g170-b6c96: 0.724 GFLOP counted directly (python -m kgbench.nets
+    # flops), 0.210 as the Eigen backend computes it: its 3x3 convolutions (940,032 of the 1,002,112 weights) run as
+    # Winograd F(4x4,3x3) on 6x6 tiles, 25 tiles x 36 = 900 multiply-adds per channel pair instead of 361 x 9, its
+    # 5x5 input convolution as F(2x2,5x5), 100 x 36 instead of 361 x 25 (cpp/neuralnet/eigenbackend.cpp); transforms
+    # left out (the bound only gets looser). With the direct count the profile would sit at 99.8% of this peak.
     peak_tflops=0.224,
-    net_gflop=0.724,
+    net_gflop=0.210,
 )
 
 PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (H200_B40C768, H100_B40C768NBT, CPU_EIGEN_B6C96)}

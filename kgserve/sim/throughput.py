@@ -1,8 +1,9 @@
 """Throughput model of the simulated engine; its constants come from a device profile (`profiles.py`).
 
-KGSERVE_SIM_PROFILE picks the profile: `h200-b40c768` (default, kind gpu: loosely an H200 running a b40c768 net
-from a 32-core host, described below) or `cpu-eigen-b6c96` (kind cpu: KataGo's Eigen backend with the 6-block
-test network on 2 cores, calibrated on a real KataGo; its steady state is `throughput_cpu.py`).
+KGSERVE_SIM_PROFILE picks the profile: `h200-b40c768` (default, kind gpu: an H200 running a b40c768nbt net from a
+32-core host, derived from the H100 fit), `h100-b40c768nbt` (kind gpu: fitted to a real H100 run) or
+`cpu-eigen-b6c96` (kind cpu: KataGo's Eigen backend with the 6-block test network on 2 cores, calibrated on a real
+KataGo; its steady state is `throughput_cpu.py`). docs/throughput-model.md has the measurements and the fits.
 
 GPU steady state for `active` searches, each with T = numSearchThreadsPerAnalysisThread threads (sim seconds):
 
@@ -11,8 +12,8 @@ GPU steady state for `active` searches, each with T = numSearchThreadsPerAnalysi
   its own tree work before it can ask for the next evaluation; `wait_cycles` says how many cycles that wait is
   on average, queueing behind a batch in progress included);
 * one batch costs host time h(b) = h0 + h1*b on its server thread and device time
-  d(b) = d0 + d1*b**e + d2*nnMaxBatchSize (e = the profile's batch_exponent; kernels sized for the max batch may
-  cost a bit more);
+  d(b) = d0 + d1*b**e + d2*nnMaxBatchSize (e = the profile's batch_exponent, 1 for the GPU profiles: the device's
+  rate tends to 1/d1, under its roofline; d2 = 0 for the CUDA backend, which picks its algorithms per batch size);
   the device is serialised, so a server-thread cycle is max(h + d, S*d);
 * CPU: every visit costs c_visit of tree work, more when the host is oversubscribed (threads > cores), and the
   whole demand (search threads + busy server threads) is capped at host_cores;
@@ -23,7 +24,7 @@ GPU steady state for `active` searches, each with T = numSearchThreadsPerAnalysi
 * each query also has a fixed overhead q0 (setup, root evaluation latency, JSON).
 
 * device memory: base_gb + S x (weights_gb + nnMaxBatchSize x row_gb) must fit memory_gb (an H200's
-  141 GB) together with every other live sim process on the same device (`devmem.py`), else start-up fails with a
+  140 GiB) together with every other live sim process on the same device (`devmem.py`), else start-up fails with a
   CUDA-style out-of-memory error (exit 1) and `predict_throughput` returns 0.
 
 `predict_throughput(cfg, visits, concurrency)` is the closed-loop steady state in queries per second; the timed
@@ -37,10 +38,11 @@ KGSERVE_SIM_DEVICE (shared device name, "private" = unshared), KGSERVE_SIM_FIXED
 capacity in queries/s shared by the active searches; 0 = answer at once), KGSERVE_SIM_STARTUP_S (start-up time,
 a little longer for large NN caches), KGSERVE_SIM_PROFILE (above).
 
-GPU calibration (loose, public figures cited in `profiles.py`): one search reaches ~200 visits/s
-with 1 thread and ~1,150 with 16 (batches of ~13, device < 60% busy: one process leaves a big GPU idle); a
-second server thread is worth ~1.5x at high load; many searches x few threads saturate the device at up to
-~8.5k NN rows/s (~16 queries/s of 500 visits); oversubscribing the 32 host cores and oversized batches cost throughput.
+GPU calibration (the H100 run of 2026-11-25, docs/throughput-model.md): `katago benchmark` with 2 server threads
+reaches ~680 NN evals/s at 32 threads and ~1,970 at 512 (measured 636 and 1,915); a batch costs the device ~6 ms
+plus ~0.42 ms a row, so the rate tends to ~2,360/s (0.40 of the FP16 roofline); 2 server threads beat 1 and 4;
+100-visit loads of 256 threads in flight run at ~19.5 req/s with the device busy (measured 18.5-20.2). The H200
+profile is x1.045 faster at large batches (its bandwidth). Below 32 threads in flight nothing was measured.
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from kgbench.bench.calibration_gpu import main
+from kgbench.bench.calibration_gpu import derive_from_run, main
 from kgbench.bench.calibration_gpu_data import read_jsonl
-from kgbench.bench.calibration_gpu_fit import fit, hit_share, quality, score
+from kgbench.bench.calibration_gpu_fit import fit, hit_share, quality, round_profile, score
 from kgserve.sim.profiles import get_profile
 from tests.conftest import REPO
 
@@ -44,6 +44,12 @@ def test_the_h100_profile_holds_the_fit_docs_state() -> None:
     assert q.spearman_visits == pytest.approx(0.845, abs=0.001)
     assert q.worst.error == pytest.approx(0.065, abs=0.002)
     assert min(q.spearman_bench or 0, q.spearman_visits) >= 0.8 and abs(q.worst.error) <= 0.25
+
+
+def test_the_h200_profile_is_derived_from_the_h100_one() -> None:
+    derived = derive_from_run(get_profile("h100-b40c768nbt"), RUN1, "b40c768nbt", "h200", 32, "h200-b40c768")
+    assert round_profile(derived.profile) == get_profile("h200-b40c768")
+    assert derived.speedup_low == 1.0 < derived.speedup < derived.speedup_high < 1.1
 
 
 def test_a_short_fit_recovers_from_a_poor_start() -> None:
