@@ -130,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kgbench.bench.calibration_gpu", description=__doc__.split("\n")[0])
     parser.add_argument("--data", type=Path, nargs="*", default=[], help="a device run's results.jsonl file(s)")
     parser.add_argument("--net", help="keep only the records of this net (the JSON lines' `net` field, e.g. b40)")
-    parser.add_argument("--sweep", help="a kgbench sweep in MLflow (its id, or `latest`)")
+    parser.add_argument("--sweep", help="a kgbench sweep in MLflow: its id, `latest` or `all` (every sweep)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI of --sweep (default: kgbench's)")
     parser.add_argument("--base", default=DEFAULT_BASE, help="profile to start from (and to --check)")
     parser.add_argument("--check", action="store_true", help="score the base profile as it is: no fit")

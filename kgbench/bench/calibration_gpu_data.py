@@ -167,13 +167,19 @@ def _int_param(params: Mapping[str, str], key: str, default: int) -> int:
 
 
 def read_sweep(tracking_uri: str | None, sweep: str | None, experiment: str | None = None) -> Measurements:
-    """A kgbench sweep's jobs from MLflow (the latest sweep when ``sweep`` is None)."""
-    from kgbench.decide.runs import find_sweep, make_client, sweep_children  # mlflow: only when asked for
+    """A kgbench sweep's jobs from MLflow: the sweep named by its id, the latest one when ``sweep`` is None, every
+    sweep of the experiment when it is ``all`` (a qualification's results folder holds several in its mlflow.db)."""
+    from kgbench.decide.runs import DEFAULT_EXPERIMENT, find_sweep, make_client, sweep_children  # mlflow: on demand
 
     client = make_client(tracking_uri)
-    parent = find_sweep(client, experiment, sweep)
+    if sweep == "all":
+        exp = client.get_experiment_by_name(experiment or DEFAULT_EXPERIMENT)
+        query = "tags.`kgbench.role` = 'sweep'"
+        parents = client.search_runs([exp.experiment_id], query, max_results=1000) if exp is not None else []
+    else:
+        parents = [find_sweep(client, experiment, sweep)]
     out = Measurements()
-    for run in sweep_children(client, parent):
+    for run in (child for parent in parents for child in sweep_children(client, parent)):
         tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
         where = f"run {run.info.run_id[:8]}"
         reason = (

@@ -51,3 +51,7 @@ def test_load_and_engine_jobs_become_points(store: Store) -> None:
     ]
     assert [(m.server_threads, m.max_batch, m.peak_gib) for m in data.memory] == [(2, 128, 4.0)]
     assert sorted(line.split(": ")[1] for line in data.skipped) == ["not ok", "several engines", "simulated"]
+    store.sweep("s2")
+    store.job("s2", "more", params={**KEYS, "load.max_visits": "100"}, series={"level_req_per_s": {64: 12.5}})
+    assert len(read_sweep(store.uri, "all").loads) == 3
+    assert len(read_sweep(store.uri, None).loads) == 1  # the latest sweep
