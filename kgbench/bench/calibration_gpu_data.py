@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kgbench.bench.calibration_grid import Point
 from kgserve.sim.benchmark import benchmark_max_batch
 
 __all__ = ["BenchPoint", "LoadPoint", "Measurements", "MemoryPoint", "read_jsonl", "read_sweep"]
@@ -66,12 +67,7 @@ class LoadPoint:
         )
 
     def cfg(self) -> dict[str, int]:
-        return {
-            "numAnalysisThreads": self.analysis_threads,
-            "numSearchThreadsPerAnalysisThread": self.search_threads,
-            "nnMaxBatchSize": self.max_batch,
-            "numNNServerThreadsPerModel": self.server_threads,
-        }
+        return Point(self.analysis_threads, self.search_threads, self.max_batch, self.server_threads).cfg()
 
 
 @dataclass(frozen=True)

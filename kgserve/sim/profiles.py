@@ -35,7 +35,7 @@ extra search threads, a per-query overhead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 __all__ = ["DEFAULT_PROFILE", "PROFILES", "DeviceProfile", "get_profile"]
@@ -81,34 +81,6 @@ class DeviceProfile:
         return self.peak_tflops * 1e12 / (self.net_gflop * 1e9)
 
 
-H200_B40C768 = DeviceProfile(
-    name="h200-b40c768",
-    kind="gpu",
-    device_name="NVIDIA H200 (simulated)",
-    host_cores=32,
-    # derived from H100_B40C768NBT (docs/throughput-model.md, "The H200 profile"):
-    #   python -m kgbench.bench.calibration_gpu --data docs/data/gpu-h100-2026-11-25/run1/results.jsonl --net b40 \
-    #     --fixed d2=0 --derive h200 --derive-name h200-b40c768
-    # host terms, waits and memory terms are the H100 run's (the same software); the H200's host is not measured
-    h0=0.0151,
-    d0=0.00615,
-    d1=0.000405,
-    batch_exponent=1.0,
-    wait_cycles=1.83,
-    waste=0.000414,
-    oversub=0.0,
-    search_hit=0.0,
-    q0=0.02,
-    memory_gb=140.4,  # "141 GB": 143,771 MiB as nvidia-smi reports it
-    weights_gb=0.714,
-    row_gb=0.003,
-    base_gb=0.99,
-    # NVIDIA H200 SXM datasheet: FP16 tensor 1,979 TFLOP/s with 2:4 sparsity, 989 dense; b40c768nbt: 166.6 GFLOP
-    # (a synthetic b40c768nbt, docs/data/gpu-h100-2026-11-25/run1/nets.jsonl)
-    peak_tflops=989.0,
-    net_gflop=166.586,
-)
-
 H100_B40C768NBT = DeviceProfile(
     name="h100-b40c768nbt",
     kind="gpu",
@@ -137,6 +109,22 @@ H100_B40C768NBT = DeviceProfile(
     # conv-shaped 46208x3456x384); b40c768nbt: 166.6 GFLOP per evaluation (run1/nets.jsonl)
     peak_tflops=989.0,
     net_gflop=166.586,
+)
+
+H200_B40C768 = replace(
+    H100_B40C768NBT,
+    name="h200-b40c768",
+    device_name="NVIDIA H200 (simulated)",
+    host_cores=32,  # the target node's; not measured (the H100 run's host never set the pace)
+    # derived from H100_B40C768NBT (docs/throughput-model.md, "The H200 profile"):
+    #   python -m kgbench.bench.calibration_gpu --data docs/data/gpu-h100-2026-11-25/run1/results.jsonl --net b40 \
+    #     --fixed d2=0 --derive h200 --derive-name h200-b40c768
+    # only the device's batch costs change (its bandwidth); host terms, waits and memory terms are the H100 run's
+    d0=0.00615,
+    d1=0.000405,
+    memory_gb=140.4,  # "141 GB": 143,771 MiB as nvidia-smi reports it
+    # NVIDIA H200 SXM datasheet: FP16 tensor 1,979 TFLOP/s with 2:4 sparsity, 989 dense (as the H100)
+    peak_tflops=989.0,
 )
 
 CPU_EIGEN_B6C96 = DeviceProfile(
