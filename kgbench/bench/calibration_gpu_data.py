@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kgbench.bench.calibration_grid import Point
+from kgbench.decide.runs import DEFAULT_EXPERIMENT, find_sweep, make_client, sweep_children
 from kgserve.sim.benchmark import benchmark_max_batch
 
 __all__ = ["BenchPoint", "LoadPoint", "Measurements", "MemoryPoint", "read_jsonl", "read_sweep"]
@@ -165,8 +166,6 @@ def _int_param(params: Mapping[str, str], key: str, default: int) -> int:
 def read_sweep(tracking_uri: str | None, sweep: str | None, experiment: str | None = None) -> Measurements:
     """A kgbench sweep's jobs from MLflow: the sweep named by its id, the latest one when ``sweep`` is None, every
     sweep of the experiment when it is ``all`` (a qualification's results folder holds several in its mlflow.db)."""
-    from kgbench.decide.runs import DEFAULT_EXPERIMENT, find_sweep, make_client, sweep_children  # mlflow: on demand
-
     client = make_client(tracking_uri)
     if sweep == "all":
         exp = client.get_experiment_by_name(experiment or DEFAULT_EXPERIMENT)
