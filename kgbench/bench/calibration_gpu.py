@@ -7,7 +7,8 @@ in MLflow), fits the base profile's GPU constants to them (``kgbench.bench.calib
 table of measured against modelled figures, the fit's quality (Spearman rank correlation, worst per-point error)
 and the fitted constants as a ``DeviceProfile`` to paste into ``kgserve/sim/profiles.py``. ``--check`` scores the
 base profile as it is (no fit): what the tests hold the committed profile to. ``--derive`` then prints the profile
-of another card derived from the fitted one (``kgbench.bench.calibration_gpu_derive``). Method and results:
+of another card derived from the fitted one (``kgbench.bench.calibration_gpu_derive``); ``--holdout FILE...`` scores
+the result on points it was not fitted to. Method and results:
 docs/throughput-model.md.
 """
 
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from kgbench.bench.calibration_gpu_data import Measurements, read_jsonl, read_sweep
+from kgbench.bench.calibration_gpu_data import Measurements, read_data, read_sweep
 from kgbench.bench.calibration_gpu_derive import H100, H200, Derivation, derive
 from kgbench.bench.calibration_gpu_fit import Quality, Scored, fit, quality, round_profile, score
 from kgbench.nets.architectures import architecture
@@ -36,7 +37,7 @@ def load_measurements(
 ) -> Measurements:
     out = Measurements()
     for path in data:
-        out.extend(read_jsonl(path, net))
+        out.extend(read_data(path, net))
     if sweep is not None:
         out.extend(read_sweep(tracking_uri, None if sweep == "latest" else sweep))
     return out
@@ -128,12 +129,17 @@ def render_derivation(d: Derivation, target: str) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m kgbench.bench.calibration_gpu", description=__doc__.split("\n")[0])
-    parser.add_argument("--data", type=Path, nargs="*", default=[], help="a device run's results.jsonl file(s)")
+    parser.add_argument(
+        "--data", type=Path, nargs="*", default=[], help="a device run's results.jsonl, a qualification's results.json"
+    )
     parser.add_argument("--net", help="keep only the records of this net (the JSON lines' `net` field, e.g. b40)")
     parser.add_argument("--sweep", help="a kgbench sweep in MLflow: its id, `latest` or `all` (every sweep)")
     parser.add_argument("--tracking-uri", help="MLflow tracking URI of --sweep (default: kgbench's)")
     parser.add_argument("--base", default=DEFAULT_BASE, help="profile to start from (and to --check)")
     parser.add_argument("--check", action="store_true", help="score the base profile as it is: no fit")
+    parser.add_argument(
+        "--holdout", type=Path, nargs="*", default=[], help="measurement files to score the result on, not fit to"
+    )
     parser.add_argument(
         "--fixed", nargs="*", default=[], metavar="NAME=VALUE", help="hold fitted constants at a value (d2=0)"
     )
@@ -158,6 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in data.skipped:
         print(f"skipped: {line}")
     print(render(rows, q, dev))
+    if args.holdout:
+        held = load_measurements(args.holdout, args.net)
+        held_rows = score(dev, held)
+        print("\nheld out (scored, not fitted):\n" + render(held_rows, quality(held_rows), dev))
     if not args.check:
         print("\nfitted profile (kgserve/sim/profiles.py):\n" + profile_source(dev))
     if args.derive:

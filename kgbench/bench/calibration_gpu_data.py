@@ -9,7 +9,8 @@ Three kinds of point:
   req/s, and where known the NN average batch and the engine's cores.
 * ``MemoryPoint``: the device memory a run held at its peak (NVML) for its server threads and batch size.
 
-Sources: ``read_jsonl`` (the JSON lines a device run writes, docs/data/gpu-h100-2026-11-25/run1/results.jsonl:
+Sources: ``read_qualification`` (a qualification's results.json, ``python -m kgbench.qualify``), ``read_jsonl`` (the
+JSON lines a device run writes, docs/data/gpu-h100-2026-11-25/run1/results.jsonl:
 ``kind`` ``benchmark`` with a per-thread ``series``, ``kind`` ``engineload`` with its ``result``; lines with an
 ``error`` are skipped) and ``read_sweep`` (a kgbench sweep in MLflow: engine-mode jobs give bench points, load jobs
 one load point per concurrency level; simulated, failed and multi-engine jobs are skipped).
@@ -28,7 +29,16 @@ from kgbench.bench.calibration_grid import Point
 from kgbench.decide.runs import DEFAULT_EXPERIMENT, find_sweep, make_client, sweep_children
 from kgserve.sim.benchmark import benchmark_max_batch
 
-__all__ = ["BenchPoint", "LoadPoint", "Measurements", "MemoryPoint", "read_jsonl", "read_sweep"]
+__all__ = [
+    "BenchPoint",
+    "LoadPoint",
+    "Measurements",
+    "MemoryPoint",
+    "read_data",
+    "read_jsonl",
+    "read_qualification",
+    "read_sweep",
+]
 
 
 @dataclass(frozen=True)
@@ -59,12 +69,14 @@ class LoadPoint:
     batch: float = 0.0  # 0: not measured
     cores: float = 0.0  # the engine's CPU cores while measured; 0: not measured
     source: str = ""
+    path: str = ""  # how the load reached the engine, when a run measured several ways (kgserve, engine pipe)
 
     @property
     def label(self) -> str:
+        via = f" ({self.path}, {self.concurrency} in flight)" if self.path else ""
         return (
             f"load {self.analysis_threads}x{self.search_threads} b{self.max_batch} s{self.server_threads}, "
-            f"{self.visits} visits"
+            f"{self.visits} visits{via}"
         )
 
     def cfg(self) -> dict[str, int]:
@@ -116,6 +128,98 @@ def _bench_points(
 def _memory(gpu: Mapping[str, Any] | None, server_threads: int, max_batch: int, source: str) -> list[MemoryPoint]:
     peak = (gpu or {}).get("gpu_mem_peak_mb")
     return [MemoryPoint(server_threads, max_batch, float(peak) / 1024.0, source)] if peak else []
+
+
+def read_data(path: Path, net: str | None = None) -> Measurements:
+    """A measurement file: a qualification's results.json (a JSON object with ``steps``) or a device run's JSON
+    lines."""
+    try:
+        data = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        data = None  # JSON lines: one object per line
+    if isinstance(data, dict) and "steps" in data:
+        return read_qualification(data, path.name)
+    return read_jsonl(path, net)
+
+
+def _cfg_point(
+    cfg: Mapping[str, Any], visits: int, concurrency: int, req_per_s: float, source: str, **extra: Any
+) -> LoadPoint:
+    return LoadPoint(
+        analysis_threads=int(cfg.get("numAnalysisThreads", 1)),
+        search_threads=int(cfg.get("numSearchThreadsPerAnalysisThread", 1)),
+        max_batch=int(cfg.get("nnMaxBatchSize", 256)),
+        server_threads=int(cfg.get("numNNServerThreadsPerModel", 1)),
+        visits=visits,
+        concurrency=concurrency,
+        req_per_s=req_per_s,
+        source=source,
+        **extra,
+    )
+
+
+def read_qualification(data: Mapping[str, Any], name: str = "results.json") -> Measurements:
+    """A qualification's results (``python -m kgbench.qualify``): its ``katago benchmark`` series, the jobs of its
+    sweeps (the line and the wider sweep, through kgserve) and its 100-visit load through kgserve and through the
+    engine's own pipe. Its policy load (maxVisits 1) is left out: part of it is answered from the NN cache across
+    queries, which a steady state does not model."""
+    scale = data["options"]["scale"]
+    load = scale["load"]
+    out = Measurements()
+    for step in data["steps"]:
+        where, body = f"{name}:{step['name']}", step.get("data") or {}
+        if step.get("status") != "ok":
+            out.skipped.append(f"{where}: step {step.get('status')}")
+        elif step["name"] == "benchmark":
+            servers = int(scale["threads"]["numNNServerThreadsPerModel"])
+            series = [
+                (f"bench_{key}", value, int(threads))
+                for threads, row in body["series"].items()
+                for key, value in row.items()
+            ]
+            out.bench += _bench_points(series, servers, int(scale["bench_visits"]), where)
+        elif step["name"] in ("line", "wide"):
+            if len(load["concurrency"]) != 1:
+                out.skipped.append(f"{where}: a ladder of several levels (which one is the job's req/s?)")
+                continue
+            for job in body.get("jobs", []):
+                if job.get("status") != "FINISHED" or not job.get("req_per_s"):
+                    out.skipped.append(f"{where} {job.get('job')}: {job.get('status')} {job.get('reason', '')}")
+                    continue
+                out.loads.append(
+                    _cfg_point(
+                        job["cfg"],
+                        int(load["max_visits"]),
+                        int(load["concurrency"][0]),
+                        float(job["req_per_s"]),
+                        f"{where} {job['job']}",
+                        batch=float(job.get("nn_avg_batch") or 0.0),
+                        path="kgserve",
+                    )
+                )
+        elif step["name"] == "promote" and body.get("metrics", {}).get("gpu_mem_peak_mb"):
+            cfg = body["cfg"]
+            servers, batch = int(cfg["numNNServerThreadsPerModel"]), int(cfg["nnMaxBatchSize"])
+            out.memory += _memory(body["metrics"], servers, batch, where)
+        elif step["name"] == "pipe":
+            for kind, result in body.get("results", {}).items():
+                if kind.endswith("_policy"):
+                    out.skipped.append(f"{where} {kind}: maxVisits 1, partly answered from the NN cache")
+                    continue
+                path = "kgserve" if kind.startswith("kgserve") else "engine pipe"
+                cores = float(result.get("engine_cpu_cores") or 0.0)
+                out.loads.append(
+                    _cfg_point(
+                        body["cfg"],
+                        int(body["visits"]),
+                        int(result["concurrency"]),
+                        float(result["req_per_s"]),
+                        f"{where} {kind}",
+                        cores=cores,
+                        path=path,
+                    )
+                )
+    return out
 
 
 def read_jsonl(path: Path, net: str | None = None) -> Measurements:

@@ -10,13 +10,14 @@ from pathlib import Path
 import pytest
 
 from kgbench.bench.calibration_gpu import derive_from_run, main
-from kgbench.bench.calibration_gpu_data import read_jsonl
+from kgbench.bench.calibration_gpu_data import read_data, read_jsonl
 from kgbench.bench.calibration_gpu_fit import fit, hit_share, quality, round_profile, score
 from kgserve.sim.profiles import get_profile
 from tests.conftest import REPO
 
 RUN1 = REPO / "docs" / "data" / "gpu-h100-2026-11-25" / "run1"
 RESULTS = RUN1 / "results.jsonl"
+QUALIFY = REPO / "docs" / "data" / "gpu-h100-2026-11-25" / "qualify-b40c768nbt" / "results.json"
 
 
 def test_run1_points() -> None:
@@ -33,6 +34,22 @@ def test_run1_points() -> None:
     assert hit_share(data.bench, 0.1) == 0.0  # rows = visits at 32 and 64 threads: no in-search cache hits
     everything = read_jsonl(RESULTS)
     assert any("failed" in line for line in everything.skipped)  # the KaTrain net's out-of-memory runs
+
+
+def test_qualification_points() -> None:
+    data = read_data(QUALIFY)
+    assert [(p.threads, p.server_threads, p.max_batch, p.visits) for p in data.bench] == [
+        (32, 2, 256, 400),
+        (128, 2, 256, 400),
+        (256, 2, 256, 400),
+    ]
+    sweep = [p for p in data.loads if p.concurrency == 256]
+    assert {(p.max_batch, p.server_threads) for p in sweep} == {(64, 2), (128, 2), (256, 2), (128, 1), (128, 4)}
+    assert all((p.analysis_threads, p.search_threads, p.visits, p.path) == (64, 4, 100, "kgserve") for p in sweep)
+    pipe = {p.path: p.req_per_s for p in data.loads if p.concurrency == 128}
+    assert pipe == pytest.approx({"kgserve": 21.33, "engine pipe": 19.13}, abs=0.01)
+    assert [(m.server_threads, m.max_batch) for m in data.memory] == [(2, 256)]
+    assert sum("maxVisits 1" in line for line in data.skipped) == 2  # the policy loads
 
 
 def test_the_h100_profile_holds_the_fit_docs_state() -> None:
