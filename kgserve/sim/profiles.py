@@ -5,21 +5,23 @@ reads every constant from the profile.
 
 ``h100-b40c768nbt`` (kind ``gpu``): an NVIDIA H100 80GB HBM3 running KataGo v1.17.2's CUDA backend (FP16, NHWC)
 with a b40c768nbt network (the pinned architecture; a synthetic net of identical cost) from a 16-core host.
-**Fitted** to what a lent H100 measured on 2026-11-25 (docs/data/gpu-h100-2026-11-25/run1/: ``katago benchmark``
-over 32-512 search threads with 1, 2 and 4 server threads; two closed-loop 100-visit loads on the analysis engine)
-by ``python -m kgbench.bench.calibration_gpu`` (table, fit quality and method in docs/throughput-model.md). What
-the fit found: a batch's device time is ~6 ms plus ~0.42 ms a row (a rate that tends to ~2,360 NN evals/s, 0.40
-of the device's FP16 roofline); a search thread waits ~1.8 server cycles per evaluation; one server thread leaves
-the device idle ~15 ms a batch; the host's tree work, the NN cache inside a search (KataGo's graph search shares
-transpositions: the benchmark's rows equal its visits) and oversubscribing 16 cores with 512 threads cost nothing
-measurable. Device memory from NVML's peaks: ~1 GiB, plus ~0.71 GiB and 3 MiB per row of nnMaxBatchSize for each
-server thread.
+**Fitted** to what a lent H100 measured on 2026-11-25 (docs/data/gpu-h100-2026-11-25/: run 1's ``katago
+benchmark`` over 32-512 search threads with 1, 2 and 4 server threads and its closed-loop 100-visit loads on the
+analysis engine; the qualification's benchmark, its sweep through kgserve over nnMaxBatchSize and server threads, and
+its loads through kgserve and the engine's pipe) by ``python -m kgbench.bench.calibration_gpu`` (table, fit quality,
+a held-out check and the method in docs/throughput-model.md). What the fit found: a batch's device time is ~9 ms plus
+~0.38 ms a row (a rate that tends to ~2,660 NN evals/s, 0.45 of the device's FP16 roofline); a search thread waits
+~1.7 server cycles per evaluation; one server thread leaves the device idle ~5 ms a batch; the host's tree work, the
+NN cache inside a search (KataGo's graph search shares transpositions: the benchmark's rows equal its visits),
+nnMaxBatchSize beyond what the threads fill and oversubscribing 16 cores with 512 threads cost nothing measurable.
+Device memory from NVML's peaks: ~1 GiB, plus ~0.71 GiB and 3 MiB per row of nnMaxBatchSize for each server
+thread.
 
 ``h200-b40c768`` (kind ``gpu``, the default): the same network on an NVIDIA H200 from a 32-core host. **Derived**
 from the H100 fit (``--derive h200``, ``kgbench.bench.calibration_gpu_derive``): the H200 has the H100's compute
 (132 SMs, 989 TFLOP/s dense FP16; the same bf16 GEMM rate measured on both here) and faster memory (4.8 against
 3.35 TB/s; copies measured here 4.3 against 3.0 TB/s), so only the bandwidth-bound part of a batch's device time
-shrinks: x1.045 the H100's rate at large batches (range x1.00-x1.08), ~2,470 NN evals/s at most. No H200 has
+shrinks: x1.05 the H100's rate at large batches (range x1.00-x1.05), ~2,790 NN evals/s at most. No H200 has
 measured it yet. The profile it replaces (set from the public figures in
 tests/data/katago-reference/performance-facts.md) reached 8,565 NN evals/s: more than the card's FP16 roofline
 (5,937/s) allows.
@@ -86,25 +88,26 @@ H100_B40C768NBT = DeviceProfile(
     kind="gpu",
     device_name="NVIDIA H100 80GB HBM3 (simulated)",
     host_cores=16,
-    # fitted 2026-11-25 to docs/data/gpu-h100-2026-11-25/run1/results.jsonl (net b40), d2 held at 0 (the CUDA
-    # backend picks its convolution algorithms per batch size; the data do not resolve a cost of nnMaxBatchSize):
-    #   python -m kgbench.bench.calibration_gpu --data docs/data/gpu-h100-2026-11-25/run1/results.jsonl --net b40 \
-    #     --fixed d2=0
-    h0=0.0151,
-    d0=0.0062,
-    d1=0.000423,
+    # fitted to both H100 runs of 2026-11-25 (docs/data/gpu-h100-2026-11-25/: run 1's benchmark and engine-pipe loads,
+    # the b40c768nbt qualification's benchmark, sweep through kgserve and pipe loads), d2 held at 0 (the CUDA backend
+    # picks its convolution algorithms per batch size; 128 and 256 measured alike):
+    #   cd docs/data/gpu-h100-2026-11-25 && python -m kgbench.bench.calibration_gpu --net b40 --fixed d2=0 \
+    #     --data run1/results.jsonl qualify-b40c768nbt/results.json
+    h0=0.0048,
+    d0=0.00914,
+    d1=0.000376,
     batch_exponent=1.0,
-    wait_cycles=1.83,
-    waste=0.000414,
+    wait_cycles=1.69,
+    waste=0.000402,
     oversub=0.0,
     search_hit=0.0,
-    q0=0.02,
-    # NVML peaks: 2,531 MiB (1 server thread, nnMaxBatchSize 256), 4,045 (2, 256), 5,617 (2, 512), 7,079 (4, 256);
-    # the card: 85,017,493,504 bytes (KataGo's log), 79.2 GiB
+    q0=0.0289,
+    # NVML peaks: 2,531 MiB (1 server thread, nnMaxBatchSize 256), 4,045 (2, 256), 5,617 (2, 512), 7,079 (4, 256),
+    # 4,053 (2, 256); the card: 85,017,493,504 bytes (KataGo's log), 79.2 GiB
     memory_gb=79.2,
     weights_gb=0.714,
-    row_gb=0.003,
-    base_gb=0.99,
+    row_gb=0.00299,
+    base_gb=0.992,
     # NVIDIA H100 SXM5 datasheet: FP16 tensor 989 TFLOP/s dense (measured here: 732 for 8192^3, 529 for the
     # conv-shaped 46208x3456x384); b40c768nbt: 166.6 GFLOP per evaluation (run1/nets.jsonl)
     peak_tflops=989.0,
@@ -117,11 +120,10 @@ H200_B40C768 = replace(
     device_name="NVIDIA H200 (simulated)",
     host_cores=32,  # the target node's; not measured (the H100 run's host never set the pace)
     # derived from H100_B40C768NBT (docs/throughput-model.md, "The H200 profile"):
-    #   python -m kgbench.bench.calibration_gpu --data docs/data/gpu-h100-2026-11-25/run1/results.jsonl --net b40 \
-    #     --fixed d2=0 --derive h200 --derive-name h200-b40c768
+    #   python -m kgbench.bench.calibration_gpu (H100_B40C768NBT's command) --derive h200 --derive-name h200-b40c768
     # only the device's batch costs change (its bandwidth); host terms, waits and memory terms are the H100 run's
-    d0=0.00615,
-    d1=0.000405,
+    d0=0.00909,
+    d1=0.000358,
     memory_gb=140.4,  # "141 GB": 143,771 MiB as nvidia-smi reports it
     # NVIDIA H200 SXM datasheet: FP16 tensor 1,979 TFLOP/s with 2:4 sparsity, 989 dense (as the H100)
     peak_tflops=989.0,

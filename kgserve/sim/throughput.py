@@ -38,11 +38,12 @@ KGSERVE_SIM_DEVICE (shared device name, "private" = unshared), KGSERVE_SIM_FIXED
 capacity in queries/s shared by the active searches; 0 = answer at once), KGSERVE_SIM_STARTUP_S (start-up time,
 a little longer for large NN caches), KGSERVE_SIM_PROFILE (above).
 
-GPU calibration (the H100 run of 2026-11-25, docs/throughput-model.md): `katago benchmark` with 2 server threads
-reaches ~680 NN evals/s at 32 threads and ~1,970 at 512 (measured 636 and 1,915); a batch costs the device ~6 ms
-plus ~0.42 ms a row, so the rate tends to ~2,360/s (0.40 of the FP16 roofline); 2 server threads beat 1 and 4;
-100-visit loads of 256 threads in flight run at ~19.5 req/s with the device busy (measured 18.5-20.2). The H200
-profile is x1.045 faster at large batches (its bandwidth). Below 32 threads in flight nothing was measured.
+GPU calibration (the H100 runs of 2026-11-25, docs/throughput-model.md): `katago benchmark` with 2 server threads
+reaches ~710 NN evals/s at 32 threads and ~2,020 at 512 (measured 636-676 and 1,915); a batch costs the device ~9 ms
+plus ~0.38 ms a row, so the rate tends to ~2,660/s (0.45 of the FP16 roofline); 1 and 2 server threads come out
+alike, 4 lose (smaller batches); 100-visit loads of 256 threads in flight run at ~20 req/s with the device busy
+(measured 18.5-21.5). The H200 profile is x1.05 faster at large batches (its bandwidth). Below 32 threads in flight
+nothing was measured.
 """
 
 from __future__ import annotations

@@ -172,8 +172,8 @@ def check_partial_lines(url: str, visits: int, every: float) -> None:
 
 
 def test_partial_lines_stream_as_they_are_produced(server: Any) -> None:
-    # ~120 simulated seconds of one search with the serving cfg (the H100-calibrated model: ~50 visits/s for one
-    # search of 2 threads): ~0.6 s of wall time at speed 200, ~240 partial lines
+    # ~100 simulated seconds of one search with the serving cfg (the H100-calibrated model: ~60 visits/s for one
+    # search of 2 threads): ~0.5 s of wall time at speed 200, ~200 partial lines
     check_partial_lines(server.url, 6_000, 0.5)
 
 

@@ -38,12 +38,12 @@ def rates(key: str) -> list[float]:
 # The swept keys' shapes are what the H100 measured (docs/throughput-model.md, "The GPU profiles"), not guesses.
 
 
-def test_server_threads_have_an_interior_optimum() -> None:
-    # one server thread leaves the device idle while it prepares a batch, many split the batches small (H100, 256
-    # threads: 1 server thread 1,714 NN evals/s, 2: 1,686-1,776, 4: 1,625)
-    r = rates("numNNServerThreadsPerModel")
-    best = max(range(len(r)), key=r.__getitem__)
-    assert 0 < best < len(r) - 1 and r[best] > 1.02 * min(r[0], r[-1]), r
+def test_one_or_two_server_threads_alike_more_split_the_batches() -> None:
+    # the H100, 64x4 at 256 in flight through kgserve: 1 server thread 21.3 req/s, 2: 21.5, 4: 16.1 (its batches
+    # shrink to 50 rows); katago benchmark at 256 threads: 1,714 NN evals/s, 1,686-1,776, 1,625
+    cfg = {**BASE, "numAnalysisThreads": 64, "numSearchThreadsPerAnalysisThread": 4}
+    r = {s: predict_throughput({**cfg, "numNNServerThreadsPerModel": s}, 100, 256) for s in (1, 2, 4, 8)}
+    assert r[1] == pytest.approx(r[2], rel=0.05) and r[8] < r[4] < 0.9 * min(r[1], r[2]), r
 
 
 def test_more_searches_in_flight_fill_bigger_batches_until_the_batch_cap() -> None:
@@ -89,8 +89,11 @@ def test_joint_optimum_beats_the_hand_written_default() -> None:
 def test_shape_of_the_model() -> None:
     one = [steady_state(SimParams(1, t, max(16, t), 1, 20), 1).visits_per_search for t in (1, 2, 4, 8)]
     assert one == sorted(one) and one[-1] > 3 * one[0]  # more threads in flight: bigger batches
-    single = steady_state(SimParams(1, 64, 64, 1, 20), 1)
-    assert single.device_util < 0.8  # one search cannot fill the device
+    # one search cannot use the device well: its batches stay small (the H100: one search of 64 threads 1,187 NN
+    # evals/s in batches of 19, many searches ~2,200 in batches of ~90)
+    single = steady_state(SimParams(1, 64, 64, 2, 20), 1)
+    many = steady_state(SimParams(64, 4, 128, 2, 20), 64, 100)
+    assert single.evals_per_s < 0.7 * many.evals_per_s and single.batch < 0.5 * many.batch
     assert predict_throughput({**BASE, "nnMaxBatchSize": 32768}, 500, 512) == 0.0  # does not fit the device
     assert predict_throughput(BASE, 100, 512) > 3 * predict_throughput(BASE, 500, 512)
     as_text = {key: str(value) for key, value in BASE.items()}  # a rendered cfg's values are strings
