@@ -11,9 +11,9 @@ from dataclasses import replace
 
 from kgserve.sim.cfgfile import CfgError, SimCfg
 from kgserve.sim.startup import Knobs, abort, check_memory, check_model, model_names
-from kgserve.sim.throughput import SharedDevice, SimParams, query_overhead_s, steady_state
+from kgserve.sim.throughput import SharedDevice, SimParams, benchmark_figures
 
-__all__ = ["elo_diff", "run_benchmark"]
+__all__ = ["benchmark_max_batch", "elo_diff", "run_benchmark"]
 
 DEFAULT_THREADS = "1,2,4,8,16,32,64"
 
@@ -25,6 +25,12 @@ def elo_diff(visits_per_s: float, base_visits_per_s: float, threads: int, second
     per_move = max(1.0, visits_per_s * seconds)
     cost_per_thread = max(0.5, 7.0 - 5.0 * math.log(per_move / 800.0) / math.log(5000.0 / 800.0))
     return round(gain - cost_per_thread * (threads - 1))
+
+
+def benchmark_max_batch(threads: list[int]) -> int:
+    """KataGo's benchmark ignores nnMaxBatchSize: every thread count runs with the largest one's batch size,
+    rounded up to a multiple of 4, at least 8 (cpp/command/benchmark.cpp, createNNEval)."""
+    return max(8, (max(threads, default=1) + 3) // 4 * 4)
 
 
 def _out(text: str) -> None:
@@ -61,7 +67,8 @@ def run_benchmark(cfg: SimCfg, flags: dict[str, str]) -> int:
     _out(f"{stamp}: Initializing neural net buffer to be size 19 * 19 exactly\n")
     check_model(model)
     base = SimParams.from_cfg({**cfg.values, "numAnalysisThreads": 1}, knobs.profile)
-    params = [replace(base, search_threads=t, max_batch=max(t, 8), max_visits=visits) for t in thread_list]
+    max_batch = benchmark_max_batch(thread_list)
+    params = [replace(base, search_threads=t, max_batch=max_batch, max_visits=visits) for t in thread_list]
     memory = check_memory(max(params, key=lambda p: p.max_batch), knobs.device)
     _, internal = model_names(model)
     for i in range(base.server_threads):
@@ -92,23 +99,22 @@ def _run_threads(
     results: list[tuple[int, float]] = []
     total_rows = total_batches = 0.0
     for p in params:
-        steady = steady_state(p, 1, visits)
-        searching = visits / max(1e-9, steady.visits_per_search)
-        per_position = searching + query_overhead_s(p)
+        figures = benchmark_figures(p, visits)
+        per_position = figures.per_position_s
         head = f"numSearchThreads = {p.search_threads:2d}"
         _out(f"\r{head}: 0 / {positions} positions, visits/s = -nan (0.0 secs)      ")
         elapsed = 0.0
         for k in range(1, positions + 1):
             jitter = 1.0 + 0.02 * math.sin(k * 12.9898 + p.search_threads)
             wall = per_position * jitter / knobs.speed
-            _, dev_end = device.reserve(steady.device_util * wall)
+            _, dev_end = device.reserve(figures.device_util * wall)
             time.sleep(max(wall, dev_end - time.time()))
             elapsed += per_position * jitter
             if k < positions:
                 progress = f"visits/s = {k * visits / elapsed:.2f} ({elapsed:.1f} secs)      "
                 _out(f"\r{head}: {k} / {positions} positions, {progress}")
-        rows = steady.evals_per_s * searching / per_position
-        batches = rows / max(1.0, steady.batch)
+        rows = figures.evals_per_s
+        batches = rows / max(1.0, figures.batch)
         total_rows += rows * elapsed
         total_batches += batches * elapsed
         rate = positions * visits / elapsed

@@ -3,24 +3,28 @@
 Chosen by the environment knob ``KGSERVE_SIM_PROFILE`` (default ``h200-b40c768``); ``kgserve.sim.throughput``
 reads every constant from the profile.
 
-``h200-b40c768`` (kind ``gpu``): an H200 running a b40c768 network from a 32-core host. No H200 was available
-to measure, so its constants are set from public figures (shape, not targets; more in
-tests/data/katago-reference/performance-facts.md):
+``h100-b40c768nbt`` (kind ``gpu``): an NVIDIA H100 80GB HBM3 running KataGo v1.17.2's CUDA backend (FP16, NHWC)
+with a b40c768nbt network (the pinned architecture; a synthetic net of identical cost) from a 16-core host.
+**Fitted** to what a lent H100 measured on 2026-11-25 (docs/data/gpu-h100-2026-11-25/: run 1's ``katago
+benchmark`` over 32-512 search threads with 1, 2 and 4 server threads and its closed-loop 100-visit loads on the
+analysis engine; the qualification's benchmark, its sweep through kgserve over nnMaxBatchSize and server threads, and
+its loads through kgserve and the engine's pipe) by ``python -m benchmarks.calibration_gpu`` (table, fit quality,
+a held-out check and the method in docs/throughput-model.md). What the fit found: a batch's device time is ~9 ms plus
+~0.38 ms a row (a rate that tends to ~2,660 NN evals/s, 0.45 of the device's FP16 roofline); a search thread waits
+~1.7 server cycles per evaluation; one server thread leaves the device idle ~5 ms a batch; the host's tree work, the
+NN cache inside a search (KataGo's graph search shares transpositions: the benchmark's rows equal its visits),
+nnMaxBatchSize beyond what the threads fill and oversubscribing 16 cores with 512 threads cost nothing measurable.
+Device memory from NVML's peaks: ~1 GiB, plus ~0.71 GiB and 3 MiB per row of nnMaxBatchSize for each server
+thread.
 
-* RTX 4090, TensorRT, b28 network, ``katago benchmark``: 575 visits/s at 5 search threads (avg batch 2.5),
-  1,435 at 16, 2,347 at 40 (avg batch 19): throughput keeps rising with threads in flight, sub-linearly
-  (KataGo issue #1041, 2025-07-11).
-* RTX 4060 Ti, b40 network, ``katago benchmark``: CUDA 254 visits/s (20 threads), TensorRT 1,957 (32 threads):
-  the backend matters as much as the card (KataGo issue #852, 2023-10-31).
-* 8 x A100 (AWS), the b40-era strongest network: "maybe like 35k per second was common" for the whole machine,
-  ~4.4k visits/s per A100, varying with transpositions (KataGo issue #452, lightvector, 2021-03-23).
-* H100 / H200, one process: ``benchmark`` recommended 320 threads while GPU utilisation stayed <= 10%
-  (KataGo issue #982): one process leaves a big GPU mostly idle.
-* ``numNNServerThreadsPerModel = 2`` on one GPU: up to 1.57x (KataGo PR #1239, v1.18 CUDA optimisations).
-* RTX PRO 6000 (Blackwell), b11c768 transformer: CUDA 2,814 visits/s at 64 threads (KataGo PR #1218).
-  No figure for an RTX 6000 Ada with a b28/b40 network was found in the sources searched.
-
-Re-calibrating it from a real GPU: docs/throughput-model.md ("Re-calibrating the GPU profile").
+``h200-b40c768`` (kind ``gpu``, the default): the same network on an NVIDIA H200 from a 32-core host. **Derived**
+from the H100 fit (``--derive h200``, ``benchmarks.calibration_gpu_derive``): the H200 has the H100's compute
+(132 SMs, 989 TFLOP/s dense FP16; the same bf16 GEMM rate measured on both here) and faster memory (4.8 against
+3.35 TB/s; copies measured here 4.3 against 3.0 TB/s), so only the bandwidth-bound part of a batch's device time
+shrinks: x1.05 the H100's rate at large batches (range x1.00-x1.05), ~2,790 NN evals/s at most. No H200 has
+measured it yet. The profile it replaces (set from the public figures in
+tests/data/katago-reference/performance-facts.md) reached 8,565 NN evals/s: more than the card's FP16 roofline
+(5,937/s) allows.
 
 ``cpu-eigen-b6c96`` (kind ``cpu``): KataGo's Eigen (CPU) backend running the 6-block test network
 (g170-b6c96) on a 2-core x86-64 host (AVX2). Measured with ``python -m benchmarks.calibration``
@@ -33,7 +37,7 @@ extra search threads, a per-query overhead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 __all__ = ["DEFAULT_PROFILE", "PROFILES", "DeviceProfile", "get_profile"]
@@ -45,43 +49,84 @@ class DeviceProfile:
     kind: Literal["gpu", "cpu"]
     device_name: str  # in the sim's start-up log and out-of-memory message
     host_cores: int
-    # gpu: seconds per batch on the serving thread (h = h0 + h1*b) and on the device (d0 + d1*b**0.85 + d2*max)
+    # gpu: seconds per batch on the serving thread (h = h0 + h1*b) and on the device (d0 + d1*b**e + d2*max)
     h0: float = 0.0
     h1: float = 0.0
     d0: float = 0.0
     d1: float = 0.0
     d2: float = 0.0
+    batch_exponent: float = 1.0  # e: below 1 the device's rate would grow without bound with the batch
+    wait_cycles: float = 1.0  # gpu: server cycles a search thread waits for one evaluation (queueing included)
     # cpu: NN CPU seconds per batch (n0) and per row (n1)
     n0: float = 0.0
     n1: float = 0.0
     c_visit: float = 0.0  # CPU seconds of tree work per visit
     waste: float = 0.0  # extra evaluations per visit for each search thread beyond the first
     oversub: float = 0.5  # cost growth per doubling of threads beyond the cores
+    search_hit: float = 0.10  # share of a search's evaluations the NN cache answers (when it holds the working set)
     batch_cap: float = 0.0  # cpu: the most rows an NN thread finds queued (0: only nnMaxBatchSize limits)
     q0: float = 0.0  # seconds per query: wall time (gpu) or CPU time (cpu)
     memory_gb: float = 0.0  # device memory (gpu) or what the sim allows the process (cpu)
     weights_gb: float = 0.0
     row_gb: float = 0.0
     base_gb: float = 0.0
+    # roofline: the device's peak dense rate in the precision its backend computes in (gpu: FP16 tensor cores, the
+    # datasheet's dense figure; cpu: FP32 FMA of host_cores, Eigen computes in FP32), and the net's cost per 19x19
+    # evaluation as the backend computes it (direct convolutions: `python -m kgbench.nets flops MODEL`); no steady
+    # state may beat their ratio
+    peak_tflops: float = 0.0
+    net_gflop: float = 0.0
+
+    @property
+    def roofline_evals_per_s(self) -> float:
+        """NN evaluations per second the device could do at its peak rate: an upper bound, never reached."""
+        return self.peak_tflops * 1e12 / (self.net_gflop * 1e9)
 
 
-H200_B40C768 = DeviceProfile(
-    name="h200-b40c768",
+H100_B40C768NBT = DeviceProfile(
+    name="h100-b40c768nbt",
     kind="gpu",
+    device_name="NVIDIA H100 80GB HBM3 (simulated)",
+    host_cores=16,
+    # fitted to both H100 runs of 2026-11-25 (docs/data/gpu-h100-2026-11-25/: run 1's benchmark and engine-pipe loads,
+    # the b40c768nbt qualification's benchmark, sweep through kgserve and pipe loads), d2 held at 0 (the CUDA backend
+    # picks its convolution algorithms per batch size; 128 and 256 measured alike):
+    #   cd docs/data/gpu-h100-2026-11-25 && python -m benchmarks.calibration_gpu --net b40 --fixed d2=0 \
+    #     --data run1/results.jsonl qualify-b40c768nbt/results.json
+    h0=0.0048,
+    d0=0.00914,
+    d1=0.000376,
+    batch_exponent=1.0,
+    wait_cycles=1.69,
+    waste=0.000402,
+    oversub=0.0,
+    search_hit=0.0,
+    q0=0.0289,
+    # NVML peaks: 2,531 MiB (1 server thread, nnMaxBatchSize 256), 4,045 (2, 256), 5,617 (2, 512), 7,079 (4, 256),
+    # 4,053 (2, 256); the card: 85,017,493,504 bytes (KataGo's log), 79.2 GiB
+    memory_gb=79.2,
+    weights_gb=0.714,
+    row_gb=0.00299,
+    base_gb=0.992,
+    # NVIDIA H100 SXM5 datasheet: FP16 tensor 989 TFLOP/s dense (measured here: 732 for 8192^3, 529 for the
+    # conv-shaped 46208x3456x384); b40c768nbt: 166.6 GFLOP per evaluation (run1/nets.jsonl)
+    peak_tflops=989.0,
+    net_gflop=166.586,
+)
+
+H200_B40C768 = replace(
+    H100_B40C768NBT,
+    name="h200-b40c768",
     device_name="NVIDIA H200 (simulated)",
-    host_cores=32,
-    h0=0.0020,
-    h1=0.00009,
-    d0=0.0015,
-    d1=0.00018,
-    d2=0.000012,
-    c_visit=0.0009,
-    waste=0.06,
-    q0=0.004,
-    memory_gb=141.0,
-    weights_gb=0.6,
-    row_gb=0.09,
-    base_gb=1.0,
+    host_cores=32,  # the target node's; not measured (the H100 run's host never set the pace)
+    # derived from H100_B40C768NBT (docs/throughput-model.md, "The H200 profile"):
+    #   python -m benchmarks.calibration_gpu (H100_B40C768NBT's command) --derive h200 --derive-name h200-b40c768
+    # only the device's batch costs change (its bandwidth); host terms, waits and memory terms are the H100 run's
+    d0=0.00909,
+    d1=0.000358,
+    memory_gb=140.4,  # "141 GB": 143,771 MiB as nvidia-smi reports it
+    # NVIDIA H200 SXM datasheet: FP16 tensor 1,979 TFLOP/s with 2:4 sparsity, 989 dense (as the H100)
+    peak_tflops=989.0,
 )
 
 CPU_EIGEN_B6C96 = DeviceProfile(
@@ -102,9 +147,18 @@ CPU_EIGEN_B6C96 = DeviceProfile(
     weights_gb=0.02,
     row_gb=0.0005,
     base_gb=0.1,
+    # AMD EPYC, family 25 model 1 (Zen 3), 2.45 GHz base: 2 x 256-bit FMA pipes = 32 FP32 FLOP per cycle and core;
+    # at the 3.5 GHz most boost of the Zen 3 EPYC with that base clock (7763): 2 x 3.5 x 32 = 224 GFLOP/s, the most
+    # generous reading (at the base clock: 157). g170-b6c96: 0.724 GFLOP counted directly (python -m kgbench.nets
+    # flops), 0.210 as the Eigen backend computes it: its 3x3 convolutions (940,032 of the 1,002,112 weights) run as
+    # Winograd F(4x4,3x3) on 6x6 tiles, 25 tiles x 36 = 900 multiply-adds per channel pair instead of 361 x 9, its
+    # 5x5 input convolution as F(2x2,5x5), 100 x 36 instead of 361 x 25 (cpp/neuralnet/eigenbackend.cpp); transforms
+    # left out (the bound only gets looser). With the direct count the profile would sit at 99.8% of this peak.
+    peak_tflops=0.224,
+    net_gflop=0.210,
 )
 
-PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (H200_B40C768, CPU_EIGEN_B6C96)}
+PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (H200_B40C768, H100_B40C768NBT, CPU_EIGEN_B6C96)}
 DEFAULT_PROFILE = H200_B40C768.name
 
 

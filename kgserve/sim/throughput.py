@@ -1,27 +1,30 @@
 """Throughput model of the simulated engine; its constants come from a device profile (`profiles.py`).
 
-KGSERVE_SIM_PROFILE picks the profile: `h200-b40c768` (default, kind gpu: loosely an H200 running a b40c768 net
-from a 32-core host, described below) or `cpu-eigen-b6c96` (kind cpu: KataGo's Eigen backend with the 6-block
-test network on 2 cores, calibrated on a real KataGo; its steady state is `throughput_cpu.py`).
+KGSERVE_SIM_PROFILE picks the profile: `h200-b40c768` (default, kind gpu: an H200 running a b40c768nbt net from a
+32-core host, derived from the H100 fit), `h100-b40c768nbt` (kind gpu: fitted to a real H100 run) or
+`cpu-eigen-b6c96` (kind cpu: KataGo's Eigen backend with the 6-block test network on 2 cores, calibrated on a real
+KataGo; its steady state is `throughput_cpu.py`). docs/throughput-model.md has the measurements and the fits.
 
 GPU steady state for `active` searches, each with T = numSearchThreadsPerAnalysisThread threads (sim seconds):
 
 * threads in flight N = active x T; S = numNNServerThreadsPerModel server threads, each forming batches of
   b = min(nnMaxBatchSize, arrivals per cycle) (fixed point: a search thread waits one batch cycle, then does
-  its own tree work before it can ask for the next evaluation);
+  its own tree work before it can ask for the next evaluation; `wait_cycles` says how many cycles that wait is
+  on average, queueing behind a batch in progress included);
 * one batch costs host time h(b) = h0 + h1*b on its server thread and device time
-  d(b) = d0 + d1*b**0.85 + d2*nnMaxBatchSize (sub-linear in b; kernels sized for the max batch cost a bit more);
+  d(b) = d0 + d1*b**e + d2*nnMaxBatchSize (e = the profile's batch_exponent, 1 for the GPU profiles: the device's
+  rate tends to 1/d1, under its roofline; d2 = 0 for the CUDA backend, which picks its algorithms per batch size);
   the device is serialised, so a server-thread cycle is max(h + d, S*d);
 * CPU: every visit costs c_visit of tree work, more when the host is oversubscribed (threads > cores), and the
   whole demand (search threads + busy server threads) is capped at host_cores;
 * T > 1 wastes evaluations (virtual-loss collisions, overshoot): evals per visit = 1 + waste*(T-1);
-* NN cache: 2^nnCacheSizePowerOfTwo entries; transpositions inside a search hit when the table holds the
-  working set of all active searches; a larger table costs host time (cache misses on the table itself);
+* NN cache: 2^nnCacheSizePowerOfTwo entries; a share `search_hit` of a search's evaluations hit when the table
+  holds the working set of all active searches; a larger table costs host time (cache misses on the table itself);
   repeated positions (seen recently, LRU) skip most of their evaluations in the timed simulation;
 * each query also has a fixed overhead q0 (setup, root evaluation latency, JSON).
 
 * device memory: base_gb + S x (weights_gb + nnMaxBatchSize x row_gb) must fit memory_gb (an H200's
-  141 GB) together with every other live sim process on the same device (`devmem.py`), else start-up fails with a
+  140 GiB) together with every other live sim process on the same device (`devmem.py`), else start-up fails with a
   CUDA-style out-of-memory error (exit 1) and `predict_throughput` returns 0.
 
 `predict_throughput(cfg, visits, concurrency)` is the closed-loop steady state in queries per second; the timed
@@ -35,10 +38,12 @@ KGSERVE_SIM_DEVICE (shared device name, "private" = unshared), KGSERVE_SIM_FIXED
 capacity in queries/s shared by the active searches; 0 = answer at once), KGSERVE_SIM_STARTUP_S (start-up time,
 a little longer for large NN caches), KGSERVE_SIM_PROFILE (above).
 
-GPU calibration (loose, public figures cited in `profiles.py`): one search reaches ~200 visits/s
-with 1 thread and ~1,150 with 16 (batches of ~13, device < 60% busy: one process leaves a big GPU idle); a
-second server thread is worth ~1.5x at high load; many searches x few threads saturate the device at up to
-~8.5k NN rows/s (~16 queries/s of 500 visits); oversubscribing the 32 host cores and oversized batches cost throughput.
+GPU calibration (the H100 runs of 2026-11-25, docs/throughput-model.md): `katago benchmark` with 2 server threads
+reaches ~710 NN evals/s at 32 threads and ~2,020 at 512 (measured 636-676 and 1,915); a batch costs the device ~9 ms
+plus ~0.38 ms a row, so the rate tends to ~2,660/s (0.45 of the FP16 roofline); 1 and 2 server threads come out
+alike, 4 lose (smaller batches); 100-visit loads of 256 threads in flight run at ~20 req/s with the device busy
+(measured 18.5-21.5). The H200 profile is x1.05 faster at large batches (its bandwidth). Below 32 threads in flight
+nothing was measured.
 """
 
 from __future__ import annotations
@@ -57,9 +62,11 @@ from kgserve.sim.steady import Steady
 from kgserve.sim.throughput_cpu import cpu_steady_state
 
 __all__ = [
+    "BenchmarkFigures",
     "SharedDevice",
     "SimParams",
     "Steady",
+    "benchmark_figures",
     "device_memory_gb",
     "predict_throughput",
     "query_overhead_s",
@@ -78,14 +85,14 @@ class SimParams:
     cache_pow: int = 20
     max_visits: int = 1 << 50
     eigen_threads: int = 0  # numEigenThreadsPerModel (cpu profiles); 0: KataGo's default
-    profile: str = DEFAULT_PROFILE
+    profile: str | DeviceProfile = DEFAULT_PROFILE  # a profile's name, or a profile itself (a calibration's trial)
 
     @property
     def device(self) -> DeviceProfile:
-        return get_profile(self.profile)
+        return self.profile if isinstance(self.profile, DeviceProfile) else get_profile(self.profile)
 
     @classmethod
-    def from_cfg(cls, cfg: Mapping[str, str | int], profile: str = DEFAULT_PROFILE) -> SimParams:
+    def from_cfg(cls, cfg: Mapping[str, str | int], profile: str | DeviceProfile = DEFAULT_PROFILE) -> SimParams:
         def get(key: str, default: int) -> int:
             value = cfg.get(key, default)
             return int(value)
@@ -99,7 +106,7 @@ class SimParams:
             cache_pow=get("nnCacheSizePowerOfTwo", 20),
             max_visits=get("maxVisits", 1 << 50),
             eigen_threads=max(0, get("numEigenThreadsPerModel", 0)),
-            profile=get_profile(profile).name,
+            profile=profile if isinstance(profile, DeviceProfile) else get_profile(profile).name,
         )
 
 
@@ -109,7 +116,7 @@ def device_memory_gb(p: SimParams) -> float:
 
 
 def _device_time(dev: DeviceProfile, b: float, max_batch: int) -> float:
-    return dev.d0 + dev.d1 * b**0.85 + dev.d2 * max_batch
+    return dev.d0 + dev.d1 * b**dev.batch_exponent + dev.d2 * max_batch
 
 
 def query_overhead_s(p: SimParams) -> float:
@@ -143,7 +150,7 @@ def _gpu_steady_state(p: SimParams, active: int, visits_hint: int) -> Steady:
     oversub = 1.0 + dev.oversub * max(0.0, math.log2(threads_total / dev.host_cores))
     table_cost = 1.0 + 0.04 * max(0, p.cache_pow - 20)
     working_set = active * min(visits_hint, 20000) * 3
-    hit = 0.10 * min(1.0, (1 << p.cache_pow) / max(1, working_set))
+    hit = dev.search_hit * min(1.0, (1 << p.cache_pow) / max(1, working_set))
     cpu_per_visit = dev.c_visit * oversub * table_cost
     b = min(float(p.max_batch), max(1.0, n / s))
     evals = 0.0
@@ -153,7 +160,7 @@ def _gpu_steady_state(p: SimParams, active: int, visits_hint: int) -> Steady:
         host = (dev.h0 + dev.h1 * b) * oversub
         cycle = max(host + d, s * d)
         # a thread: waits about one cycle for its batch, then works on the tree; misses need the NN
-        per_thread = 1.0 / (cycle + cpu_per_visit)
+        per_thread = 1.0 / (dev.wait_cycles * cycle + cpu_per_visit)
         visits = n * per_thread
         nn_rows = visits * (1.0 - hit)
         server_cap = s * p.max_batch / cycle
@@ -175,8 +182,27 @@ def _gpu_steady_state(p: SimParams, active: int, visits_hint: int) -> Steady:
     return Steady(evals, visits_total / active / (1.0 + dev.waste * (t - 1)), b, util)
 
 
+@dataclass(frozen=True)
+class BenchmarkFigures:
+    """`katago benchmark` at one thread count: one position searched at a time by p.search_threads threads."""
+
+    per_position_s: float  # sim seconds per position searched
+    visits_per_s: float
+    evals_per_s: float
+    batch: float
+    device_util: float
+
+
+def benchmark_figures(p: SimParams, visits: int) -> BenchmarkFigures:
+    steady = steady_state(p, 1, visits)
+    searching = visits / max(1e-9, steady.visits_per_search)
+    per_position = searching + query_overhead_s(p)
+    rows = steady.evals_per_s * searching / per_position
+    return BenchmarkFigures(per_position, visits / per_position, rows, steady.batch, steady.device_util)
+
+
 def predict_throughput(
-    cfg: Mapping[str, str | int], visits: int, concurrency: int, profile: str = DEFAULT_PROFILE
+    cfg: Mapping[str, str | int], visits: int, concurrency: int, profile: str | DeviceProfile = DEFAULT_PROFILE
 ) -> float:
     """Queries per second at steady state: `concurrency` queries of `visits` visits always outstanding."""
     p = SimParams.from_cfg(cfg, profile)

@@ -12,7 +12,7 @@ For `active` searches of T search threads each (n = active x T threads in flight
   the query's visits; T > 1 wastes evaluations: (1 + waste x (T - 1)) computed visits per useful one;
 * visits per second = min(usable cores / CPU per visit, NN threads / NN CPU per visit), usable cores =
   min(cores, n): one search thread and its NN evaluation alternate, so a lone search thread keeps one core busy;
-* NN cache: transpositions inside a search hit as in the GPU model (up to 10% of rows).
+* NN cache: a share `search_hit` of a search's rows hit as in the GPU model (10%: transpositions).
 
 `device_util` is the share of the host's cores this process keeps busy: the simulated "device" of a cpu profile
 is the host, so several sim processes on one KGSERVE_SIM_DEVICE share its cores.
@@ -49,7 +49,7 @@ def cpu_steady_state(
     s = nn_threads(dev, n, eigen_threads)
     oversub = 1.0 + dev.oversub * max(0.0, math.log2((n + s) / dev.host_cores))
     working_set = active * min(max(visits_hint, 1), 20000) * 3
-    miss = 1.0 - 0.10 * min(1.0, (1 << cache_pow) / max(1, working_set))
+    miss = 1.0 - dev.search_hit * min(1.0, (1 << cache_pow) / max(1, working_set))
     per_query = dev.q0 / max(visits_hint, 1)
     b = 1.0
     nn_cpu = tree_cpu = 0.0

@@ -103,9 +103,11 @@ def test_http_and_direct_transport_give_the_overhead(tmp_path: Path) -> None:
 
 
 def test_small_grid_finds_the_sims_optimum(tmp_path: Path) -> None:
-    """nnMaxBatchSize 2 starves the device, 1024 pays for kernels sized for huge batches: 32 is best."""
+    """nnMaxBatchSize 2 and 8 starve the device (32 threads in flight on one server thread fill batches of ~17):
+    32 is best. (A larger one costs nothing but memory: the H100 showed no cost of nnMaxBatchSize, so the grid no
+    longer has a 1024 that pays for kernels sized for huge batches, as the profile set from public figures had.)"""
     fixed = ["numAnalysisThreads=16", "numSearchThreadsPerAnalysisThread=2", "numNNServerThreadsPerModel=1"]
-    grid = [2, 32, 1024]
+    grid = [2, 8, 32]
     load = ["load=smoke", "load.concurrency=[16]", "load.max_visits=20"]
     predicted = {}
     for batch in grid:
@@ -123,10 +125,10 @@ def test_small_grid_finds_the_sims_optimum(tmp_path: Path) -> None:
         *fixed,
         f"nnMaxBatchSize={','.join(map(str, grid))}",
         *load,
-        # a quarter speed: the best cfg's ~36 req/s (the model's 142 / 4), well within what kgserve and the load
-        # generator can carry on two busy cores. At speed 1 the machine, not the cfg, capped every job at
-        # 50-65 req/s under load, and the 1024 cfg (the model's 66) came out ahead of the best one
-        env={"KGSERVE_SIM_SPEED": "0.25"},
+        # speed 1: the best cfg's model rate, ~42 req/s, is within what kgserve and the load generator can carry on
+        # two busy cores (under load the machine, not the cfg, capped jobs at 50-65 req/s), and the slowest's ~7
+        # req/s still answers within the smoke load's windows
+        env={"KGSERVE_SIM_SPEED": "1"},
     )
     assert code == 0, out
     runs = runs_by_role(client_for(tmp_path), "job")

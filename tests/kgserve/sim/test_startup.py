@@ -52,7 +52,8 @@ def test_missing_model_aborts_like_katago(tmp_path: Path) -> None:
 
 
 def test_out_of_device_memory(tmp_path: Path) -> None:
-    run = _run(sim_argv(write_cfg(tmp_path, nnMaxBatchSize=1024, numNNServerThreadsPerModel=4)))
+    # 1 + 4 x (0.71 + 16384 x 0.003) GiB: about 200 of the H200's 140 (the H100's NVML peaks, 3 MiB a row)
+    run = _run(sim_argv(write_cfg(tmp_path, nnMaxBatchSize=16384, numNNServerThreadsPerModel=4)))
     assert run.returncode == 1
     assert "out of memory" in run.stderr and "Started, ready" not in run.stderr
 
@@ -89,7 +90,7 @@ def test_model_path_is_checked_before_ready(tmp_path: Path) -> None:
 
 
 def test_device_memory_is_shared_between_processes(tmp_path: Path) -> None:
-    cfg = write_cfg(tmp_path, nnMaxBatchSize=512, numNNServerThreadsPerModel=2)  # about 94 GB of 141
+    cfg = write_cfg(tmp_path, nnMaxBatchSize=16384, numNNServerThreadsPerModel=2)  # about 100 GiB of 140
     env = sim_env(200.0)
     first = subprocess.Popen(
         sim_argv(cfg), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
