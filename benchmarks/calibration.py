@@ -35,7 +35,7 @@ from benchmarks.calibration_grid import GRID, Point, capacity, usable_cores
 from benchmarks.calibration_table import SETTING, Row, render, resolved_pairs, spearman
 from kgbench.enginepipe.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load_sync
 from kgbench.track.machine import machine_line
-from kgserve.sim.throughput import predict_throughput
+from kgserve.sim.model.throughput import predict_throughput
 
 # the grid and the table live in their own modules; re-exported here, the script's one public face
 __all__ = ["GRID", "Point", "Row", "capacity", "main", "resolved_pairs", "spearman", "usable_cores"]

@@ -5,7 +5,7 @@
 Reads measured points (``benchmarks.calibration_gpu_data``: a device run's JSON lines and/or a kgbench sweep
 in MLflow), fits the base profile's GPU constants to them (``benchmarks.calibration_gpu_fit``), and prints the
 table of measured against modelled figures, the fit's quality (Spearman rank correlation, worst per-point error)
-and the fitted constants as a ``DeviceProfile`` to paste into ``kgserve/sim/profiles.py``. ``--check`` scores the
+and the fitted constants as a ``DeviceProfile`` to paste into ``kgserve/sim/model/profiles.py``. ``--check`` scores the
 base profile as it is (no fit): what the tests hold the committed profile to. ``--derive`` then prints the profile
 of another card derived from the fitted one (``benchmarks.calibration_gpu_derive``); ``--holdout FILE...`` scores
 the result on points it was not fitted to. Method and results:
@@ -24,7 +24,7 @@ from benchmarks.calibration_gpu_data import Measurements, read_data, read_sweep
 from benchmarks.calibration_gpu_derive import H100, H200, Derivation, derive
 from benchmarks.calibration_gpu_fit import Quality, Scored, fit, quality, round_profile, score
 from kgbench.nets.architectures import architecture
-from kgserve.sim.profiles import DeviceProfile, get_profile
+from kgserve.sim.model.profiles import DeviceProfile, get_profile
 
 __all__ = ["derive_from_run", "load_measurements", "main", "profile_source", "render", "render_derivation"]
 
@@ -82,7 +82,7 @@ def render(rows: Sequence[Scored], q: Quality, dev: DeviceProfile) -> str:
 
 
 def profile_source(dev: DeviceProfile) -> str:
-    """The profile as Python source for kgserve/sim/profiles.py (fields that differ from the defaults)."""
+    """The profile as Python source for kgserve/sim/model/profiles.py (fields that differ from the defaults)."""
     default = DeviceProfile(name="", kind=dev.kind, device_name="", host_cores=dev.host_cores)
     lines = [f"{dev.name.upper().replace('-', '_')} = DeviceProfile("]
     for f in fields(dev):
@@ -169,7 +169,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         held_rows = score(dev, held)
         print("\nheld out (scored, not fitted):\n" + render(held_rows, quality(held_rows), dev))
     if not args.check:
-        print("\nfitted profile (kgserve/sim/profiles.py):\n" + profile_source(dev))
+        print("\nfitted profile (kgserve/sim/model/profiles.py):\n" + profile_source(dev))
     if args.derive:
         if not args.data:
             parser.error("--derive reads gemm.jsonl and nets.jsonl next to the first --data file")

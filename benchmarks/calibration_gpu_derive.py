@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kgbench.nets.architectures import Architecture
-from kgserve.sim.profiles import DeviceProfile
+from kgserve.sim.model.profiles import DeviceProfile
 
 __all__ = ["H100", "H200", "Card", "Derivation", "derive", "trunk_row_s"]
 

@@ -1,6 +1,6 @@
 """A GPU profile fitted to measured points: the model's figures for each point, the fit, and how good it is.
 
-The model is the simulated engine's own (``kgserve.sim.throughput``): a benchmark point is what
+The model is the simulated engine's own (``kgserve.sim.model.throughput``): a benchmark point is what
 ``python -m kgserve.sim benchmark`` would print for that thread count (``benchmark_figures``), a load point is
 ``predict_throughput`` at its visits and concurrency. The fitted constants are the GPU model's batch costs (device
 ``d0``, ``d1``, ``d2``; serving thread ``h0``, ``h1``), the threads' wait in server cycles (``wait_cycles``),
@@ -24,8 +24,8 @@ import numpy as np
 
 from benchmarks.calibration_gpu_data import BenchPoint, LoadPoint, Measurements, MemoryPoint
 from benchmarks.calibration_table import spearman
-from kgserve.sim.profiles import DeviceProfile
-from kgserve.sim.throughput import SimParams, benchmark_figures, predict_throughput, steady_state
+from kgserve.sim.model.profiles import DeviceProfile
+from kgserve.sim.model.throughput import SimParams, benchmark_figures, predict_throughput, steady_state
 
 __all__ = [
     "FITTED",

@@ -1,6 +1,6 @@
 """`python -m benchmarks.search`: does the Optuna search find the grid's optimum for a fraction of its cost?
 
-The objective is the simulated engine's throughput model (kgserve.sim.throughput.predict_throughput), not a real
+The objective is the simulated engine's throughput model (kgserve.sim.model.throughput.predict_throughput), not a real
 sim sweep: a grid of hundreds of jobs per seed is too slow to run here, and the model is what the timed simulator
 follows (within ~15%). Each job is modelled as a kgbench load job on the fixed ladder of ``LEVELS``: an engine
 start-up of ``STARTUP_S``, then per level ``LEVEL_S`` (warmup + windows); the measured req/s of a level is the
@@ -43,7 +43,7 @@ from kgbench.search.study import (
     trial_by_number,
 )
 from kgbench.search.trial import TrialLink
-from kgserve.sim.throughput import predict_throughput
+from kgserve.sim.model.throughput import predict_throughput
 
 __all__ = ["SPACE", "SearchOutcome", "grid_configs", "main", "run_search", "true_value"]
 

@@ -2,7 +2,7 @@
 
 The sweeper's own loop (kgbench.search.study.ask_new: a repeated config reuses its result and costs nothing, a
 finite space is sampled without repeats; the budget counts measured configs) with each sampler, on two spaces of the
-simulated engine's throughput model (kgserve.sim.throughput.predict_throughput, a seeded 3% noise per level):
+simulated engine's throughput model (kgserve.sim.model.throughput.predict_throughput, a seeded 3% noise per level):
 
 - ``cpu``: numAnalysisThreads 1,2,4 x numSearchThreadsPerAnalysisThread 1,2,4 on the CPU profile (cpu-eigen-b6c96,
   calibrated on the real KataGo Eigen build: docs/throughput-model.md), load=cpu's shape (one level of 8 queries in
@@ -36,7 +36,7 @@ from kgbench.load.types import LevelSummary
 from kgbench.search.space import SearchSpace, parse_space
 from kgbench.search.study import ask_new, make_pruner, make_sampler, measured_trials, reuse_earlier, tell_job
 from kgbench.search.trial import TrialLink
-from kgserve.sim.throughput import predict_throughput
+from kgserve.sim.model.throughput import predict_throughput
 
 __all__ = ["SAMPLERS", "SPACES", "BudgetOutcome", "run_one", "summary_table"]
 

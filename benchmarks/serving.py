@@ -36,7 +36,7 @@ from kgbench.targets.kgserve_process import kgserve_running
 from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
 from kgbench.track.machine import machine_line
 from kgserve.katago.cfg import read_cfg
-from kgserve.sim.throughput import predict_throughput
+from kgserve.sim.model.throughput import predict_throughput
 
 BASE_LOAD = LoadSettings(
     concurrency=(64,), warmup_s=1.0, window_s=1.0, min_windows=3, max_windows=6, tolerance=0.1, max_visits=10

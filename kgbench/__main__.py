@@ -25,8 +25,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 from kgbench.search.optuna_sweeper import describe_search, rewrite_keys
-from kgbench.search.space import parse_space
-from kgbench.search.study import SearchError
+from kgbench.search.space import SearchError, parse_space
 from kgbench.sweep import preflight, state
 from kgbench.sweep.job import context_from_hydra, run_job
 from kgbench.track.tracking import use_configured_uri

@@ -27,10 +27,10 @@ import uvicorn
 
 from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
 from kgserve.logformat import LineHandler, listening_line
-from kgserve.malloc import tune_malloc
 from kgserve.preflight import startup_problems
+from kgserve.procs.malloc import tune_malloc
+from kgserve.procs.workers import parse_worker, supervise, worker_settings
 from kgserve.settings import ConfigError, Settings, load_settings
-from kgserve.workers import parse_worker, supervise, worker_settings
 from kgserve.ws.wsguard import guarded_websocket
 
 __all__ = ["bind_socket", "main", "uvicorn_config"]
@@ -56,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--worker", default=None, help=argparse.SUPPRESS
-    )  # I/N: one of server.workers (kgserve.workers)
+    )  # I/N: one of server.workers (kgserve.procs.workers)
     return parser
 
 

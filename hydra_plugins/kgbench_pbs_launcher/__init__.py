@@ -1,6 +1,6 @@
 """Hydra instantiates launchers only from the `hydra_plugins` namespace, and imports every module there at
 each start (even `python -m kgbench --help`). This names kgbench's PBS launcher there and imports the real
-one (kgbench.sweep.pbs_launcher: dask, distributed, mlflow, ~3 s) only when a sweep uses it."""
+one (kgbench.sweep.pbs.launcher: dask, distributed, mlflow, ~3 s) only when a sweep uses it."""
 
 from __future__ import annotations
 
@@ -17,10 +17,10 @@ __all__ = ["PBSLauncher"]
 
 
 class PBSLauncher(Launcher):
-    """conf/hydra/launcher/pbs.yaml's target: kgbench.sweep.pbs_launcher.PBSLauncher, loaded on first use."""
+    """conf/hydra/launcher/pbs.yaml's target: kgbench.sweep.pbs.launcher.PBSLauncher, loaded on first use."""
 
     def __init__(self, **params: Any) -> None:
-        module = importlib.import_module("kgbench.sweep.pbs_launcher")
+        module = importlib.import_module("kgbench.sweep.pbs.launcher")
         self.impl: Launcher = module.PBSLauncher(**params)
 
     def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:

@@ -15,7 +15,7 @@ from kgbench.nets import ModelFormatError, architecture, describe_model, katrain
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.runner import StepFailed, StepRecord
 from kgbench.track.gemm import device_gemm_rate
-from kgbench.track.gpu import gpu_name, nvml_absent_reason
+from kgbench.track.sampling.gpu import gpu_name, nvml_absent_reason
 from kgbench.track.tracking import git_commit
 from kgserve.katago.netfile import KatrainNetMissing
 

@@ -31,9 +31,16 @@ from optuna.distributions import (
     IntDistribution,
 )
 
-from kgbench.search.study import SearchError, trial_key
+__all__ = ["SearchError", "SearchSpace", "distribution", "parse_space", "trial_key"]
 
-__all__ = ["SearchSpace", "distribution", "parse_space", "trial_key"]
+
+class SearchError(ValueError):
+    """A search setting that cannot work (one line, names the setting)."""
+
+
+def trial_key(params: Mapping[str, object]) -> tuple[object, ...]:
+    """A config's identity among trials (its params in name order)."""
+    return tuple((name, params[name]) for name in sorted(params))
 
 
 @dataclass(frozen=True)

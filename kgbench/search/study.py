@@ -13,7 +13,7 @@ import math
 import random
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import optuna
 from optuna.pruners import BasePruner
@@ -22,21 +22,16 @@ from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import TrialState
 
-if TYPE_CHECKING:
-    from kgbench.search.space import SearchSpace
+from kgbench.search.space import SearchError, SearchSpace, trial_key
 
-__all__ = ["FAILED_ATTR", "PRUNED_ATTR", "PRUNER_ATTR", "REUSED_ATTR", "SearchError", "ask_new", "frozen_trial",
+__all__ = ["FAILED_ATTR", "PRUNED_ATTR", "PRUNER_ATTR", "REUSED_ATTR", "ask_new", "frozen_trial",
            "make_pruner", "make_sampler", "measured_keys", "measured_trials", "open_storage", "open_study",
-           "reuse_earlier", "startup_trials", "tell_job", "trial_by_number", "trial_key"]  # fmt: skip
+           "reuse_earlier", "startup_trials", "tell_job", "trial_by_number"]  # fmt: skip
 
 PRUNER_ATTR = "kgbench.pruner"  # study: the pruner's settings, for the jobs
 PRUNED_ATTR = "kgbench.pruned_at_step"  # trial: set by the job when the pruner stopped it
 REUSED_ATTR = "kgbench.reused_from"  # trial: same params as this earlier trial, whose result it was told
 FAILED_ATTR = "kgbench.failed"  # trial: its job failed, told as the failed value
-
-
-class SearchError(ValueError):
-    """A search setting that cannot work (one line, names the setting)."""
 
 
 def open_storage(journal: str | Path) -> JournalStorage:
@@ -145,11 +140,6 @@ def tell_job(study: optuna.Study, trial: optuna.Trial, value: float | None, fail
         return TrialState.COMPLETE
     study.tell(trial, state=TrialState.FAIL)
     return TrialState.FAIL
-
-
-def trial_key(params: Mapping[str, object]) -> tuple[object, ...]:
-    """A config's identity among trials (its params in name order)."""
-    return tuple((name, params[name]) for name in sorted(params))
 
 
 def measured_trials(study: optuna.Study) -> int:

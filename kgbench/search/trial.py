@@ -16,7 +16,8 @@ import optuna
 from omegaconf import DictConfig
 
 from kgbench.load.types import LevelSummary
-from kgbench.search.study import PRUNED_ATTR, SearchError, open_study, trial_by_number
+from kgbench.search.space import SearchError
+from kgbench.search.study import PRUNED_ATTR, open_study, trial_by_number
 
 __all__ = ["PRUNED_ATTR", "TrialLink", "trial_overrides"]
 

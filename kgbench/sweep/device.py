@@ -10,11 +10,11 @@ from pathlib import Path
 
 from kgbench.load.types import LoadResult
 from kgbench.nets import ModelFormatError, NetDescription, describe_model
-from kgbench.sweep.spec import Prepared
-from kgbench.track.devprocs import DeviceSource, nvml_source, sim_source
+from kgbench.sweep.compose.spec import Prepared
 from kgbench.track.gemm import GemmRate, device_gemm_rate
-from kgbench.track.gpu import gpu_name
 from kgbench.track.measure import MeasureWatch
+from kgbench.track.sampling.devprocs import DeviceSource, nvml_source, sim_source
+from kgbench.track.sampling.gpu import gpu_name
 from kgbench.track.schema import NET_ARCH, NET_GFLOPS_PER_EVAL, NET_NAME, NET_PARAMS, SYNTHETIC_NET, flag
 from kgserve.katago.netfile import is_synthetic_model
 

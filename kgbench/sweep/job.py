@@ -26,15 +26,15 @@ from kgbench.sweep.callbacks import (
     ENV_SWEEP,
     display_overrides,
 )
+from kgbench.sweep.compose.render import RenderError
+from kgbench.sweep.compose.spec import Prepared, check_engine_files, prepare, runtime_config_path, section
 from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.grouping import build_key
 from kgbench.sweep.progress import JobProgress, job_done
-from kgbench.sweep.render import RenderError
-from kgbench.sweep.spec import Prepared, check_engine_files, prepare, runtime_config_path, section
 from kgbench.targets.base import TargetError
 from kgbench.track import tracking
-from kgbench.track.gpu import gpu_name
 from kgbench.track.naming import job_name
+from kgbench.track.sampling.gpu import gpu_name
 from kgbench.track.schema import (
     BACKEND,
     BUILD_GROUP,
@@ -71,7 +71,7 @@ class JobContext:
     job_total: int | None = None
     parent_run_id: str | None = None
     sweep_id: str | None = None
-    job_key: str | None = None  # set by a remote launcher (kgbench.sweep.lost_jobs)
+    job_key: str | None = None  # set by a remote launcher (kgbench.sweep.pbs.lost_jobs)
     sweep_dir: Path | None = None  # a multirun's folder: its ledger shares the positions out between the jobs
 
     @property

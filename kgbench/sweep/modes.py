@@ -19,11 +19,11 @@ from kgbench.enginebench.run import EngineBenchError, run_engine_benchmark
 from kgbench.load.traffic import QuerySource
 from kgbench.load.types import LevelHook, LoadResult, LoadSettings
 from kgbench.search.trial import TrialLink
+from kgbench.sweep.compose.spec import Prepared, section
 from kgbench.sweep.device import job_device, job_net, net_tags, watch_figures
 from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.positions import job_queries, position_metrics
 from kgbench.sweep.progress import JobProgress
-from kgbench.sweep.spec import Prepared, section
 from kgbench.targets.base import Target
 from kgbench.targets.direct import PoolTarget
 from kgbench.targets.enginelog import find_unused_keys, parse_nn_stats, unused_key_reason

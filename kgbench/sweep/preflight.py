@@ -1,8 +1,9 @@
 """Before any job starts or any MLflow run is made: can each job's engine start here? Its binary and model must exist
 and the binary must start (`katago version`: a TensorRT build without TensorRT's libraries does not). A sweep
 whose every job is blocked is refused with one message naming the fix; a sweep where only some are blocked runs the
-others and says which it skips and why (`plan`). The same checks run again in each job (kgbench.sweep.spec), where
-a failure is a FAILED run: files can go away meanwhile, and jobs on other nodes see other files.
+others and says which it skips and why (`plan`). The same checks run again in each job
+(kgbench.sweep.compose.spec), where a failure is a FAILED run: files can go away meanwhile, and jobs on other
+nodes see other files.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from kgbench.sweep.engine_choice import apply_engine_choice
-from kgbench.sweep.spec import runtime_config_path, section
+from kgbench.sweep.compose.engine_choice import apply_engine_choice
+from kgbench.sweep.compose.spec import runtime_config_path, section
 from kgserve.engine.client import is_simulated
 from kgserve.katago.netfile import is_synthetic_model
 from kgserve.preflight import startup_problems

@@ -2,11 +2,11 @@
 
 A window is **contended** when
 - the host's cores were saturated (busy >= ``busy_pct``, 90% by default) and processes outside the job's own tree
-  (kgserve, its engines, the load generator: kgbench.track.host) used >= ``other_cpu_cores`` (by default the larger
-  of 0.25 cores and 5% of the host's cores); CPU steal is part of that figure (the hypervisor gave the job's cores
-  to another guest), and is shown beside it; or
+  (kgserve, its engines, the load generator: kgbench.track.sampling.host) used >= ``other_cpu_cores`` (by default
+  the larger of 0.25 cores and 5% of the host's cores); CPU steal is part of that figure (the hypervisor gave the
+  job's cores to another guest), and is shown beside it; or
 - another process held the job's accelerator: an NVML compute process on its GPU that is not the job's, or another
-  sim on its simulated device (kgbench.track.devprocs).
+  sim on its simulated device (kgbench.track.sampling.devprocs).
 
 Windows shorter than ``MIN_SPAN_S`` are judged together with the next ones of their level (the host sampler reads
 its counters every 0.5 s: one short window's figure is mostly sampling error). A job with any contended window is
@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kgbench.load.types import LoadResult
-from kgbench.track.devprocs import DeviceProcessSampler, DeviceSource
-from kgbench.track.host import HostSampler
+from kgbench.track.sampling.devprocs import DeviceProcessSampler, DeviceSource
+from kgbench.track.sampling.host import HostSampler
 
 __all__ = [
     "BUSY_PCT",

@@ -1,7 +1,7 @@
 """How well a job used the machine: NN evaluations and FLOP/s, MFU, joules per analysis, and the bottleneck.
 
-Pure functions over figures the job measured (kgbench/track/gpu.py and host.py over its measurement windows, the
-engines' NN statistics from their exit log, the net's FLOPs from kgbench.nets, the device's measured matrix rate).
+Pure functions over figures the job measured (kgbench/track/sampling/gpu.py and host.py over its measurement windows,
+the engines' NN statistics from their exit log, the net's FLOPs from kgbench.nets, the device's measured matrix rate).
 The bottleneck is one word with the figures that decided it (docs/gpu-h100.md, "Efficiency and bottleneck"):
 
 - gpu:      the GPU was busy (kernels running) >= GPU_BUSY_PCT of the windows: more work per batch, not more threads

@@ -6,8 +6,8 @@ efficiency figures and the bottleneck over the headline level's measurement wind
     metrics, tags = watch.job_figures(result, nn_stats, net=..., gemm=..., nn_max_batch=..., workers=...)
     verdict = watch.contention(result, load.window_s, settings)   # kgbench.track.contention
 
-The device sampler (kgbench.track.devprocs) watches who else holds the job's accelerator: NVML's compute processes on
-a GPU, the other sims on a simulated device.
+The device sampler (kgbench.track.sampling.devprocs) watches who else holds the job's accelerator: NVML's compute
+processes on a GPU, the other sims on a simulated device.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from types import TracebackType
 from kgbench.load.types import LoadResult
 from kgbench.nets import NetDescription
 from kgbench.track.contention import Contention, ContentionSettings, judge, measure_windows, window_figures
-from kgbench.track.devprocs import DeviceProcessSampler, DeviceSource
 from kgbench.track.efficiency import JobFigures, bottleneck, efficiency_metrics
 from kgbench.track.gemm import GemmRate
-from kgbench.track.gpu import GpuSampler
-from kgbench.track.host import HostSampler
+from kgbench.track.sampling.devprocs import DeviceProcessSampler, DeviceSource
+from kgbench.track.sampling.gpu import GpuSampler
+from kgbench.track.sampling.host import HostSampler
 from kgbench.track.schema import BOTTLENECK, BOTTLENECK_FIGURES, BOTTLENECK_KNOB, GPU_METRICS_ABSENT, MFU_ABSENT
 
 __all__ = ["MeasureWatch", "headline_spans", "over_spans"]

@@ -13,7 +13,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from kgbench.track.gpu import gpu_name
+from kgbench.track.sampling.gpu import gpu_name
 from kgbench.track.schema import BACKEND, ENGINE_BINARY, ENGINE_MODEL, GPU_NAME, HOST, MODEL_FILE, RUNTIME_CONFIG
 
 __all__ = ["RuntimeId", "backend_family", "runtime_of", "this_machine"]

@@ -91,7 +91,7 @@ ROLE_SWEEP = "sweep"
 ROLE_JOB = "job"
 SWEEP_ID = "kgbench.sweep_id"
 PARENT_RUN = "mlflow.parentRunId"  # MLflow's own: a job's parent (sweep) run
-JOB_KEY = "kgbench.job_key"  # a remote launcher's key for the job (kgbench.sweep.lost_jobs)
+JOB_KEY = "kgbench.job_key"  # a remote launcher's key for the job (kgbench.sweep.pbs.lost_jobs)
 SKIPPED_JOBS = "kgbench.skipped_jobs"  # on a sweep: the jobs its preflight left out, each with why
 
 # where a job ran: the runtime its figures belong to (kgbench.track.runtime_id), which promote never crosses

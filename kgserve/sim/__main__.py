@@ -1,6 +1,6 @@
 """`python -m kgserve.sim analysis -config CFG -model MODEL` and `... benchmark -config CFG -model MODEL ...`.
 
-A SIMULATED KataGo: the same protocol and log lines, timings from `kgserve.sim.throughput`.
+A SIMULATED KataGo: the same protocol and log lines, timings from `kgserve.sim.model.throughput`.
 """
 
 from __future__ import annotations

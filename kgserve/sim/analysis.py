@@ -27,10 +27,10 @@ from kgserve.katago.protocol import (
     classify_line,
     dump_compact,
 )
+from kgserve.sim.model.throughput import SharedDevice, SimParams, Steady, query_overhead_s, steady_state
 from kgserve.sim.queries import Defaults, Request, error_for, parse_query
 from kgserve.sim.responses import no_results, render_analysis
 from kgserve.sim.startup import GIT_HASH, VERSION, Knobs, Log
-from kgserve.sim.throughput import SharedDevice, SimParams, Steady, query_overhead_s, steady_state
 
 __all__ = ["Engine"]
 

@@ -10,8 +10,8 @@ import time
 from dataclasses import replace
 
 from kgserve.sim.cfgfile import CfgError, SimCfg
+from kgserve.sim.model.throughput import SharedDevice, SimParams, benchmark_figures
 from kgserve.sim.startup import Knobs, abort, check_memory, check_model, model_names
-from kgserve.sim.throughput import SharedDevice, SimParams, benchmark_figures
 
 __all__ = ["benchmark_max_batch", "elo_diff", "run_benchmark"]
 

@@ -7,6 +7,7 @@ import time
 
 from kgserve.katago.protocol import READY_LINE
 from kgserve.sim.cfgfile import CfgError, SimCfg, load_cfg, parse_cfg_text
+from kgserve.sim.model.throughput import SimParams
 from kgserve.sim.queries import Defaults
 from kgserve.sim.startup import (
     Knobs,
@@ -22,7 +23,6 @@ from kgserve.sim.startup import (
     start_log,
     unused_key_warnings,
 )
-from kgserve.sim.throughput import SimParams
 
 __all__ = ["main", "parse_flags"]
 

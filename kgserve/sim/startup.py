@@ -11,9 +11,9 @@ from pathlib import Path
 
 from kgserve.sim.cfgfile import CfgError, SimCfg
 from kgserve.sim.devmem import DeviceMemory
+from kgserve.sim.model.profiles import DEFAULT_PROFILE, get_profile
+from kgserve.sim.model.throughput import SimParams, device_memory_gb
 from kgserve.sim.overrides import OverrideError, human_sl_profile, human_sl_unused
-from kgserve.sim.profiles import DEFAULT_PROFILE, get_profile
-from kgserve.sim.throughput import SimParams, device_memory_gb
 
 __all__ = ["VERSION", "Knobs", "Log", "abort", "check_memory", "check_model", "human_sl_warning", "model_names"]
 

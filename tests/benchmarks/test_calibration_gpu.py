@@ -12,7 +12,7 @@ import pytest
 from benchmarks.calibration_gpu import derive_from_run, main
 from benchmarks.calibration_gpu_data import Measurements, read_data, read_jsonl
 from benchmarks.calibration_gpu_fit import fit, hit_share, quality, round_profile, score
-from kgserve.sim.profiles import get_profile
+from kgserve.sim.model.profiles import get_profile
 from tests.conftest import REPO
 
 RUN1 = REPO / "docs" / "data" / "gpu-h100-2026-11-25" / "run1"

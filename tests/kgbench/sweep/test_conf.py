@@ -11,7 +11,7 @@ from omegaconf import DictConfig
 
 from kgbench.__main__ import CONF_DIR, config_groups, rewrite_overrides
 from kgbench.sweep.callbacks import count_jobs, display_overrides
-from kgbench.sweep.render import katago_keys, render_cfg
+from kgbench.sweep.compose.render import katago_keys, render_cfg
 
 
 def _compose(overrides: list[str]) -> DictConfig:

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from kgbench.__main__ import CONF_DIR, rewrite_overrides
 from kgbench.sweep.callbacks import count_jobs
-from kgbench.sweep.render import katago_keys, render_cfg
+from kgbench.sweep.compose.render import katago_keys, render_cfg
 
 EXPERIMENTS = sorted(path.stem for path in (CONF_DIR / "experiment").glob("*.yaml"))
 

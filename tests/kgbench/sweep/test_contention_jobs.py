@@ -17,7 +17,7 @@ import pytest
 from benchmarks.contention import busy_loops
 from kgbench.decide import promote
 from kgbench.track.contention import ContentionSettings
-from kgbench.track.host import HostSampler
+from kgbench.track.sampling.host import HostSampler
 from tests.conftest import REPO
 from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 

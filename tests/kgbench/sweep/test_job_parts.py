@@ -10,9 +10,9 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.load.types import LevelSummary, RequestRecord
 from kgbench.sweep import state
+from kgbench.sweep.compose.render import RenderError
+from kgbench.sweep.compose.spec import check_engine_files, prepare
 from kgbench.sweep.failure import JobFailure
-from kgbench.sweep.render import RenderError
-from kgbench.sweep.spec import check_engine_files, prepare
 from kgbench.track import summary, tracking
 from kgbench.track.plots import write_plots
 from kgserve.settings import load_settings

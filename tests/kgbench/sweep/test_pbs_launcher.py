@@ -17,7 +17,7 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.decide import promote, report
 from kgbench.load.ledger import LEDGER_NAME
-from kgbench.sweep.pbs_cluster import PBSOptions, cluster_kwargs, resource_spec
+from kgbench.sweep.pbs.cluster import PBSOptions, cluster_kwargs, resource_spec
 from kgserve.settings import load_settings
 
 from .conftest import REPO, PBSStub, stop_tree

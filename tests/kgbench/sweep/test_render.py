@@ -1,10 +1,17 @@
-"""kgbench.sweep.render: composed config -> KataGo cfg text, validated before any engine starts."""
+"""kgbench.sweep.compose.render: composed config -> KataGo cfg text, validated before any engine starts."""
 
 from __future__ import annotations
 
 import pytest
 
-from kgbench.sweep.render import RenderError, katago_keys, render_cfg, suggest_key, thread_warning, validate_keys
+from kgbench.sweep.compose.render import (
+    RenderError,
+    katago_keys,
+    render_cfg,
+    suggest_key,
+    thread_warning,
+    validate_keys,
+)
 from kgserve.katago.cfg import KNOWN_ANALYSIS_KEYS
 
 BASE = {

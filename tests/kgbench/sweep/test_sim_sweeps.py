@@ -9,9 +9,9 @@ from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 
 from kgbench.__main__ import CONF_DIR, rewrite_overrides
-from kgbench.sweep.render import render_cfg
+from kgbench.sweep.compose.render import render_cfg
 from kgbench.track.tracking import tidy
-from kgserve.sim.throughput import predict_throughput
+from kgserve.sim.model.throughput import predict_throughput
 from tests.conftest import REPO
 from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 

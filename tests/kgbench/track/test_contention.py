@@ -16,7 +16,7 @@ import pytest
 
 from kgbench.load.types import LevelSummary, LoadResult
 from kgbench.track.contention import ContentionSettings, WindowFigures, judge, measure_windows
-from kgbench.track.devprocs import foreign, sim_source
+from kgbench.track.sampling.devprocs import foreign, sim_source
 from kgserve.sim.devmem import device_holders
 from tests.conftest import REFERENCE, REPO, SIM_MODEL, sim_env
 

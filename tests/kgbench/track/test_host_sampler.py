@@ -1,4 +1,4 @@
-"""kgbench.track.host: the host's CPU over a window, split between the job's own processes and the rest."""
+"""kgbench.track.sampling.host: the host's CPU over a window, split between the job's own processes and the rest."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from kgbench.track.host import HostSampler
+from kgbench.track.sampling.host import HostSampler
 
 
 def _spin(seconds: float) -> subprocess.Popen[bytes]:

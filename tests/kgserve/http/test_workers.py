@@ -1,4 +1,4 @@
-"""server.workers: several kgserve processes on one port, each with its share of the engines (kgserve.workers)."""
+"""server.workers: several kgserve processes on one port, each with its share of the engines (kgserve.procs.workers)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kgserve.workers import parse_worker, worker_settings
+from kgserve.procs.workers import parse_worker, worker_settings
 from tests.conftest import analysis_query
 from tests.kgserve.http.conftest import make_settings
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from kgserve.sim.profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from kgserve.sim.model.profiles import DEFAULT_PROFILE, PROFILES, get_profile
+from kgserve.sim.model.throughput import SimParams, predict_throughput, steady_state
+from kgserve.sim.model.throughput_cpu import nn_threads
 from kgserve.sim.startup import Knobs
-from kgserve.sim.throughput import SimParams, predict_throughput, steady_state
-from kgserve.sim.throughput_cpu import nn_threads
 from tests.conftest import REPO
 from tests.kgserve.sim.conftest import sim_argv, sim_env, write_cfg
 

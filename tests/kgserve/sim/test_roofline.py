@@ -8,8 +8,8 @@ import itertools
 
 import pytest
 
-from kgserve.sim.profiles import PROFILES, DeviceProfile
-from kgserve.sim.throughput import SimParams, benchmark_figures, device_memory_gb, steady_state
+from kgserve.sim.model.profiles import PROFILES, DeviceProfile
+from kgserve.sim.model.throughput import SimParams, benchmark_figures, device_memory_gb, steady_state
 
 ANALYSIS = (1, 4, 16, 64, 256, 1024)
 SEARCH = (1, 2, 8, 32, 128)

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kgserve.sim.throughput import SharedDevice, SimParams, predict_throughput, steady_state
+from kgserve.sim.model.throughput import SharedDevice, SimParams, predict_throughput, steady_state
 from tests.conftest import analysis_query
 from tests.kgserve.sim.conftest import DEVICE_PREFIX, Sim, sim_env, write_cfg
 

@@ -35,8 +35,8 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from kgbench.sweep import state
 from kgbench.sweep.callbacks import ENV_EXPERIMENT, ENV_JOB_KEY, ENV_JOBS, ENV_PARENT, ENV_SWEEP, display_overrides
-from kgbench.sweep.lost_jobs import record_lost_job
-from kgbench.sweep.pbs_cluster import PBSOptions, cluster_kwargs
+from kgbench.sweep.pbs.cluster import PBSOptions, cluster_kwargs
+from kgbench.sweep.pbs.lost_jobs import record_lost_job
 from kgbench.track import tracking
 from kgbench.track.schema import BACKEND, HYDRA_OVERRIDES
 from kgserve.settings import ConfigError, load_settings

@@ -1,6 +1,6 @@
 """Device profiles of the simulated engine: which machine and network the throughput model stands for.
 
-Chosen by the environment knob ``KGSERVE_SIM_PROFILE`` (default ``h200-b40c768``); ``kgserve.sim.throughput``
+Chosen by the environment knob ``KGSERVE_SIM_PROFILE`` (default ``h200-b40c768``); ``kgserve.sim.model.throughput``
 reads every constant from the profile.
 
 ``h100-b40c768nbt`` (kind ``gpu``): an NVIDIA H100 80GB HBM3 running KataGo v1.17.2's CUDA backend (FP16, NHWC)

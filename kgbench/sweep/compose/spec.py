@@ -12,9 +12,9 @@ from typing import Any
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from kgbench.sweep.engine_choice import apply_engine_choice
+from kgbench.sweep.compose.engine_choice import apply_engine_choice
+from kgbench.sweep.compose.render import Rendered, render_cfg
 from kgbench.sweep.failure import JobFailure
-from kgbench.sweep.render import Rendered, render_cfg
 from kgbench.targets.kgserve_process import one_client
 from kgserve.katago.netfile import is_synthetic_model
 from kgserve.preflight import startup_problems

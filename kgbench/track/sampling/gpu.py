@@ -5,7 +5,7 @@ Energy comes from NVML's total-energy counter (millijoules since the driver load
 sample, so the energy of any time window inside the sampled span is the counter's difference across it: a job's
 measurement windows, not its warm-up, give its joules per analysis.
 
-`python -m kgbench.track.gpu -- CMD ...` runs CMD and prints what the GPU did meanwhile, as JSON.
+`python -m kgbench.track.sampling.gpu -- CMD ...` runs CMD and prints what the GPU did meanwhile, as JSON.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from kgbench.track.samples import Sampler, SamplerStopped, bracket
+from kgbench.track.sampling.samples import Sampler, SamplerStopped, bracket
 
 __all__ = ["GpuSample", "GpuSampler", "gpu_name", "nvml_absent_reason"]
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     if args[:1] == ["--"]:
         args = args[1:]
     if not args:
-        print("usage: python -m kgbench.track.gpu -- CMD [ARG...]", file=sys.stderr)
+        print("usage: python -m kgbench.track.sampling.gpu -- CMD [ARG...]", file=sys.stderr)
         return 2
     with GpuSampler(interval_s=0.25) as gpu:
         started = time.monotonic()

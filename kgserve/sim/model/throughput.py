@@ -57,9 +57,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from kgserve.sim.profiles import DEFAULT_PROFILE, DeviceProfile, get_profile
-from kgserve.sim.steady import Steady
-from kgserve.sim.throughput_cpu import cpu_steady_state
+from kgserve.sim.model.profiles import DEFAULT_PROFILE, DeviceProfile, get_profile
+from kgserve.sim.model.steady import Steady
+from kgserve.sim.model.throughput_cpu import cpu_steady_state
 
 __all__ = [
     "BenchmarkFigures",

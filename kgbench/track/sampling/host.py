@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from kgbench.track.samples import Sampler, bracket
+from kgbench.track.sampling.samples import Sampler, bracket
 
 __all__ = ["HostSample", "HostSampler"]
 

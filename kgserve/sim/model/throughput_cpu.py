@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import math
 
-from kgserve.sim.profiles import DeviceProfile
-from kgserve.sim.steady import Steady
+from kgserve.sim.model.profiles import DeviceProfile
+from kgserve.sim.model.steady import Steady
 
 __all__ = ["cpu_steady_state", "nn_threads"]
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from kgbench.track.samples import Sampler, bracket
+from kgbench.track.sampling.samples import Sampler, bracket
 from kgserve.sim.devmem import device_holders
 
 __all__ = ["DeviceProcessSampler", "DeviceSource", "nvml_source", "sim_source"]

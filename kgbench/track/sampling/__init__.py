@@ -1,0 +1,1 @@
+"""The machine sampled while a job measures: host CPU, the GPU over NVML, other device processes, on one thread."""

@@ -1,0 +1,1 @@
+"""The simulated engine's throughput model: device profiles, the GPU and CPU models, one process's steady state."""
