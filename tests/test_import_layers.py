@@ -42,7 +42,7 @@ def test_a_forbidden_import_breaks_the_check(tmp_path: Path) -> None:
     protocol = tmp_path / "kgserve" / "katago" / "protocol.py"
     protocol.write_text(protocol.read_text() + "\nimport kgbench.decide.selection  # noqa\n")
     selection = tmp_path / "kgbench" / "decide" / "selection.py"
-    selection.write_text(selection.read_text() + "\nimport kgbench.sweep.state  # noqa\n")
+    selection.write_text(selection.read_text() + "\nimport kgbench.enginepipe.engineload  # noqa\n")
     done = _lint_imports(tmp_path)
     assert done.returncode != 0
     assert f"Contracts: {len(contracts) - 2} kept, 2 broken." in done.stdout, done.stdout

@@ -20,7 +20,7 @@ from rich.status import Status
 
 from kgbench.load.types import ProgressUpdate
 
-__all__ = ["JobProgress", "SweepBar", "job_done", "start_sweep", "stop_sweep"]
+__all__ = ["JobProgress", "SweepBar", "grow_sweep", "job_done", "start_sweep", "stop_sweep"]
 
 
 def _duration(seconds: float) -> str:
@@ -69,6 +69,12 @@ class SweepBar:
             of = f" of {self.total}" if self.total else ""
             self.console.print(f"sweep: {self.done}{of} jobs done in {_duration(elapsed)}{left}", soft_wrap=True)
 
+    def grow(self, total: int) -> None:
+        """More jobs than the sweep opened with (a race's rounds): the bar and the time left count them."""
+        if self.total is not None and total > self.total:
+            self.total = total
+            self.progress.update(self.task, total=total)
+
     def stop(self) -> None:
         if self.live is not None:
             self.live.stop()
@@ -88,6 +94,12 @@ def start_sweep(total: int | None, console: Console | None = None) -> SweepBar:
 def stop_sweep() -> None:
     while _bar:
         _bar.pop().stop()
+
+
+def grow_sweep(total: int) -> None:
+    """This process's sweep now runs `total` jobs in all (nothing without a sweep)."""
+    if _bar:
+        _bar[-1].grow(total)
 
 
 def job_done() -> None:

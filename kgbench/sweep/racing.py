@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from kgbench.decide import runs as runlib
 from kgbench.decide.race import RaceSettings, contenders, replicate_counts, run_race
 from kgbench.decide.selection import choose_winner
+from kgbench.sweep import progress
 from kgbench.sweep.callbacks import ENV_JOBS, ENV_PARENT
 from kgbench.track import tracking
 from kgbench.track.schema import JOB_OVERRIDES, RACE, RACE_ROUND
@@ -77,6 +78,7 @@ def _race(launcher: Launcher, config: DictConfig, launched: int) -> None:
         nonlocal next_index
         _note(f"race round {round_no} of at most {settings.max_rounds}: {', '.join(r[:12] for r in order)}")
         os.environ[ENV_JOBS] = str(expected)
+        progress.grow_sweep(expected)
         batch = [[*overrides[run], f"++race.of={run}", f"++race.round={round_no}"] for run in order]
         launcher.launch(batch, initial_job_idx=next_index)
         next_index += len(batch)

@@ -229,9 +229,17 @@ def test_interrupting_the_script_stops_the_server_it_started(tmp_path: Path) -> 
         child.expect("input basename", timeout=150)
         with socket.create_connection(("127.0.0.1", port), timeout=5):
             pass  # up while the script waits at the prompt
-        time.sleep(1)  # a signal that lands between read's prompt and its read(2) waits for input (bash)
-        child.proc.send_signal(signal.SIGINT)
-        child.expect("stopping the kgserve this script started", timeout=30)
+        # bash defers a trap whose signal lands between read's prompt and its read(2) until input comes: on a busy
+        # machine that gap can take the first signal, so it is sent again (the trap exits: it runs once)
+        for attempt in range(6):
+            time.sleep(1)
+            child.proc.send_signal(signal.SIGINT)
+            try:
+                child.expect("stopping the kgserve this script started", timeout=5)
+                break
+            except AssertionError:
+                if attempt == 5:
+                    raise
         assert child.wait(90) == 130
     finally:
         child.close()

@@ -296,4 +296,4 @@ def test_a_contended_run_is_set_aside_with_its_figures(
     assert _main(store, config_path, "--dry-run") == 0
     out = capsys.readouterr().out
     assert f"set aside {busy} (-): contended ({figures})" in out
-    assert f"winner: run {quiet}" in out
+    assert f"would promote run {quiet[:8]}:" in out

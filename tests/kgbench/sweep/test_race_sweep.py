@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from kgbench.decide import promote
-from tests.conftest import REPO
 from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 
 pytestmark = pytest.mark.slow
@@ -42,10 +41,8 @@ def test_tied_runs_are_raced_interleaved_and_promote_names_the_indistinguishable
     assert parent.data.tags["kgbench.race"].startswith("raced 2 contenders")
     assert "race round 1 of at most 2" in out and "race round 2" in out
 
-    config = tmp_path / "runtime.yaml"
-    config.write_text((REPO / "runtime" / "config.yaml").read_text())
-    argv = ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--allow-simulated", "--dry-run",
-            "--config", str(config)]  # fmt: skip
+    # the runs' own runtime (the repository's runtime config, simulated: a scratch runtime), written nowhere
+    argv = ["--tracking-uri", f"sqlite:///{tmp_path / 'mlflow.db'}", "--allow-simulated", "--dry-run", "--explain"]
     capsys.readouterr()
     assert promote.main(argv) == 0
     shown = capsys.readouterr().out

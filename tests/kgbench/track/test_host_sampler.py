@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -9,8 +12,18 @@ import time
 from kgbench.track.sampling.host import HostSampler
 
 
-def _spin(seconds: float) -> subprocess.Popen[bytes]:
-    return subprocess.Popen([sys.executable, "-c", f"import time\nt=time.time()\nwhile time.time()-t<{seconds}: pass"])
+def _spin_outside(seconds: float) -> int:
+    """A spinning process that is not a descendant of this one (another job on the node): started by a short-lived
+    launcher, so it is re-parented away from the test; its pid."""
+    spin = f"import time\nt=time.time()\nwhile time.time()-t<{seconds}: pass"
+    launcher = (
+        "import subprocess, sys\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {spin!r}], start_new_session=True,\n"
+        "                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"  # not our pipe: run returns
+        "print(p.pid)"
+    )
+    out = subprocess.run([sys.executable, "-c", launcher], capture_output=True, text=True, check=True, timeout=30)
+    return int(out.stdout.strip())
 
 
 def test_a_busy_child_of_the_front_end_counts_as_an_engine_and_an_outsider_as_other() -> None:
@@ -20,7 +33,7 @@ def test_a_busy_child_of_the_front_end_counts_as_an_engine_and_an_outsider_as_ot
     engine = "import time\\nt = time.time()\\nwhile time.time() - t < 3: pass"
     frontend_code = f"import subprocess, sys\nsubprocess.run([sys.executable, '-c', '{engine}'])"
     frontend = subprocess.Popen([sys.executable, "-c", frontend_code])
-    outsider = _spin(3.0)
+    outsider = _spin_outside(3.0)
     try:
         with HostSampler(lambda: frontend.pid, interval_s=0.2) as host:
             time.sleep(0.5)
@@ -29,9 +42,10 @@ def test_a_busy_child_of_the_front_end_counts_as_an_engine_and_an_outsider_as_ot
             end = time.monotonic()
         figures = host.metrics(start, end)
     finally:
-        for proc in (frontend, outsider):
-            proc.kill()
-            proc.wait()
+        frontend.kill()
+        frontend.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(outsider, signal.SIGKILL)
     # on two shared cores the spinners get what the scheduler gives them: shares, not amounts
     assert figures["engine_cpu_cores"] > max(0.05, 3 * figures["frontend_cpu_cores"])
     assert figures["other_cpu_cores"] > 0.05
