@@ -279,9 +279,17 @@ class GuardedProtocol(HttpToolsProtocol):
             if cycle.more_body:
                 self._arm(self.limits.body_timeout_s, self._body_timeout)
             else:
-                self._disarm()
+                self._body_complete()
         elif not cycle.more_body and not self._idle():
-            self._disarm()  # its body is complete: from here the request's own deadline governs
+            self._body_complete()
+
+    def _body_complete(self) -> None:
+        # from here the request's own deadline governs. And reading goes on: uvicorn pauses it while over 64 KiB of
+        # body wait for the app, and resumes it only when the app reads again; the app has read the whole body and
+        # will not, so a client that leaves (FIN) would go unseen (CLOSE-WAIT) and its queries run on. The next
+        # pipelined request pauses reading again (uvicorn), and its head is bounded here.
+        self._disarm()
+        self.flow.resume_reading()
 
     def handle_websocket_upgrade(self) -> None:
         # the connection belongs to the WebSocket protocol from here (kgserve.ws.wsguard bounds its own sends):

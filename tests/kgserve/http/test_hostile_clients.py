@@ -172,3 +172,24 @@ def test_partial_lines_past_a_clients_rate_are_held_back(server: Any) -> None:
     response = httpx.post(server.url + "/analysis", content=json.dumps(query).encode(), timeout=60)
     answers = lines(response)
     assert response.status_code == 200 and [a["isDuringSearch"] for a in answers] == [False]
+
+
+async def test_a_client_that_leaves_after_big_bodies_has_its_queries_ended(server: Any) -> None:
+    """Over 64 KiB of body make uvicorn pause reading until the app reads again, which it never does once it has
+    the whole body: the client's FIN would sit unread (CLOSE-WAIT) and its queries would run on."""
+
+    def body(name: str) -> bytes:
+        return json.dumps({**analysis_query(name, size=9, max_visits=100_000), "pad": "x" * 100_000}).encode()
+
+    async with async_client_from("127.0.1.5") as leaver:
+        tasks = [asyncio.create_task(leaver.post(server.url + "/analysis", content=body(n))) for n in ("l1", "l2")]
+        async with asyncio.timeout(60):
+            while await inflight(leaver, server.url) < 2:
+                assert not any(task.done() for task in tasks)
+                await asyncio.sleep(0.05)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    async with httpx.AsyncClient(timeout=60) as watcher, asyncio.timeout(30):
+        while await inflight(watcher, server.url) > 0:  # noqa: ASYNC110
+            await asyncio.sleep(0.1)
