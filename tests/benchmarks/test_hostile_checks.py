@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from benchmarks.hostile_attacks.fairness import PROBE_INFLIGHT, within_share
 from benchmarks.hostile_attacks.ws_attacks import SHUTDOWN_TEXT, drain_answers
 
@@ -17,7 +19,7 @@ def test_slot_hog_share_allows_the_probes_one_query() -> None:
 def test_drain_counts_queries_refused_at_admission_as_told() -> None:
     # 120 queries on one connection: past websocket.max_inflight_per_connection (64) they are refused when sent,
     # which the 2026-11-25 run's check did not count
-    lines = [
+    lines: list[dict[str, Any]] = [
         {"id": "a", "isDuringSearch": False},
         {"id": "b", "error": SHUTDOWN_TEXT},
         {"id": "c", "error": "kgserve: over the limit of 64 queries in flight on this connection"},
