@@ -16,9 +16,18 @@ from websockets.asyncio.client import connect
 from benchmarks.hostile_attacks.common import PROBE, AttackContext, Outcome, attacker, metric, session_from
 from benchmarks.hostile_attacks.ws_attacks import ws_query
 
-__all__ = ["float_priorities", "interactive_flood", "partial_flood", "slot_hog"]
+__all__ = ["PROBE_INFLIGHT", "float_priorities", "interactive_flood", "partial_flood", "slot_hog", "within_share"]
 
 SMALL = {"moves": [["B", "C3"]], "rules": "chinese", "komi": 7.5, "boardXSize": 9, "boardYSize": 9}
+# the well-behaved client (benchmarks.hostile.probe) has one query in flight at most, and kgserve_inflight_queries
+# counts it beside the attacker's: the server-wide peak may pass the attacker's cap by that one
+PROBE_INFLIGHT = 1
+
+
+def within_share(peak_inflight: float, cap: int) -> bool:
+    """Whether kgserve's peak of queries in flight, read while one attacker and the probe ran, shows the attacker
+    held to its per-client cap."""
+    return peak_inflight <= cap + PROBE_INFLIGHT
 
 
 async def slot_hog(ctx: AttackContext, seconds: float) -> Outcome:
@@ -57,7 +66,7 @@ async def slot_hog(ctx: AttackContext, seconds: float) -> Outcome:
         inflight = await _peak_inflight(ctx, one, connections)
     outcome = Outcome()
     cap = ctx.settings.limits.max_inflight_per_client
-    outcome.checks["its share is the cap"] = inflight <= cap
+    outcome.checks["its share is the cap"] = within_share(inflight, cap)
     named = ", ".join(f"{key}: {count}" for key, count in sorted(refusals.items()))
     outcome.figures.append(
         f"{connections} x {per} queries of {ctx.args.slot_visits} visits kept in flight from one address: at most "
