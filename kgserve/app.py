@@ -14,6 +14,7 @@ closes it at shutdown (terminate_all, stdin closed, wait, kill if needed).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -33,6 +34,7 @@ from kgserve.http.logredact import install_redactor
 from kgserve.http.routes import router
 from kgserve.katago.cfg import cfg_max_visits
 from kgserve.metrics import Metrics
+from kgserve.procs.malloc import trim_malloc
 from kgserve.provenance import read_provenance
 from kgserve.settings import Settings, load_settings
 from kgserve.ws.websocket import websocket_endpoint
@@ -71,11 +73,20 @@ async def close_engines(ctx: ServeContext, grace_s: float) -> None:
     log.info("engine pool closed")
 
 
+def _trim_soon() -> None:
+    # a second later: when the budget empties, the last request's buffers are still referenced on the stack
+    try:
+        asyncio.get_running_loop().call_later(1.0, trim_malloc)
+    except RuntimeError:  # no loop (its shutdown): now
+        trim_malloc()
+
+
 def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | None = None) -> KgserveApp:
     """The app for `settings` (default: runtime/config.yaml, so `uvicorn --factory kgserve.app:create_app`
     works too). `pool_factory` replaces the engine pool (tests)."""
     settings = settings if settings is not None else load_settings()
     admission = Admission(settings.limits)
+    admission.budget.on_idle = _trim_soon  # a burst of big requests over: its memory back to the system
     ctx = ServeContext(settings=settings, admission=admission, cfg_visits=cfg_max_visits(settings.engine.cfg))
     metrics = Metrics(
         status=lambda: ctx.pool.status() if ctx.pool is not None else None,

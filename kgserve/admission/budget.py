@@ -13,17 +13,23 @@ What is counted, and when (the figures behind the cost model: docs/http-limits.m
 
 Whatever passes the budget is refused at once: a request with 429 (Retry-After), a WebSocket query with an
 error line; a request that could never fit gets 413.
+
+When the budget falls back to nothing held after IDLE_AFTER_BYTES or more were taken, `on_idle` runs (the app sets
+it to kgserve.procs.malloc.trim_malloc): the burst's memory goes back to the system, not only to the heap.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kgserve.admission.clients import Client
 
-__all__ = ["ANSWER_FREE_BYTES", "LINE_COPIES", "QUERY_BYTES", "MemoryBudget", "query_cost"]
+__all__ = ["ANSWER_FREE_BYTES", "IDLE_AFTER_BYTES", "LINE_COPIES", "QUERY_BYTES", "MemoryBudget", "query_cost"]
 
 QUERY_BYTES = 16 << 10  # a query's own objects (Query, body dict, stream, admission) and a small answer
 LINE_COPIES = 4  # the line as received, as a query, as written to the engine, as buffered for the pipe
 ANSWER_FREE_BYTES = 16 << 10  # answer bytes of a response (or connection) counted in QUERY_BYTES
+IDLE_AFTER_BYTES = 16 << 20  # a burst worth giving back when it is over (below it, trimming is not worth a call)
 
 
 def query_cost(line_bytes: int, queries: int = 1) -> int:
@@ -36,6 +42,8 @@ class MemoryBudget:
         self.total = total
         self.per_client = per_client
         self.held = 0
+        self.on_idle: Callable[[], object] | None = None  # called when nothing is held after a burst
+        self._taken_since_idle = 0
 
     def refusal(self, client: Client, amount: int) -> str | None:
         """Why `amount` more bytes for `client` do not fit now (None: they fit)."""
@@ -67,8 +75,13 @@ class MemoryBudget:
             return False
         self.held += amount
         client.memory += amount
+        self._taken_since_idle += amount
         return True
 
     def give(self, client: Client, amount: int) -> None:
         self.held -= amount
         client.memory -= amount
+        if self.held == 0 and self._taken_since_idle >= IDLE_AFTER_BYTES:
+            self._taken_since_idle = 0
+            if self.on_idle is not None:
+                self.on_idle()

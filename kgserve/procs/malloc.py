@@ -14,7 +14,7 @@ import ctypes
 import ctypes.util
 import logging
 
-__all__ = ["MMAP_THRESHOLD", "tune_malloc"]
+__all__ = ["MMAP_THRESHOLD", "trim_malloc", "tune_malloc"]
 
 log = logging.getLogger("kgserve")
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
@@ -23,15 +23,34 @@ TRIM_THRESHOLD = 1 << 20
 ARENA_MAX = 2
 
 
-def tune_malloc() -> bool:
-    """Fix glibc's malloc thresholds (module docstring); False where there is no glibc to tune."""
+def _libc() -> ctypes.CDLL | None:
     name = ctypes.util.find_library("c")
     if name is None:
-        return False
+        return None
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
+        return ctypes.CDLL(name)
+    except OSError:
+        return None
+
+
+def trim_malloc() -> bool:
+    """Give the heap's free pages back to the system (glibc's malloc_trim(0): the free runs inside the heap too,
+    not only its top). After a burst of big requests the chunks they were read in are free but scattered; without
+    this RSS stays where the burst left it. False where there is no glibc."""
+    libc = _libc()
+    trim = getattr(libc, "malloc_trim", None)
+    if trim is None:
+        return False
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    trim(0)
+    return True
+
+
+def tune_malloc() -> bool:
+    """Fix glibc's malloc thresholds (module docstring); False where there is no glibc to tune."""
+    mallopt = getattr(_libc(), "mallopt", None)
+    if mallopt is None:
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
     mallopt.restype = ctypes.c_int
