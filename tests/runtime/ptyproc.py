@@ -7,16 +7,27 @@ import os
 import re
 import select
 import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
+
+# The child starts with SIGINT and SIGQUIT at their defaults, then execs argv (same pid). A test run started in the
+# background of a non-interactive shell (`... &`, as a CI runner may) inherits them ignored, and bash cannot trap a
+# signal that was ignored when it started: the script under test would never see the user's Ctrl-C.
+_DEFAULT_SIGNALS = (
+    "import os, signal, sys\n"
+    "signal.signal(signal.SIGINT, signal.SIG_DFL)\n"
+    "signal.signal(signal.SIGQUIT, signal.SIG_DFL)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])"
+)
 
 
 class PtyProcess:
     def __init__(self, argv: list[str], *, env: Mapping[str, str], cwd: Path) -> None:
         self.master, slave = os.openpty()
         self.proc = subprocess.Popen(
-            argv,
+            [sys.executable, "-c", _DEFAULT_SIGNALS, *argv],
             stdin=slave,
             stdout=slave,
             stderr=slave,
