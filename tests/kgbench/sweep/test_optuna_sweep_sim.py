@@ -57,7 +57,8 @@ def test_optuna_search_on_the_sim_prunes_and_persists(tmp_path: Path) -> None:
     # levels run highest first under a search (load.order=descending): the pruned job measured only 4
     assert [m.step for m in client.get_metric_history(pruned.info.run_id, "level_req_per_s")] == [4]
     assert "search." not in pruned.data.tags["hydra_overrides"]
-    assert math.isclose(jobs["0"].data.metrics["req_per_s"], trials[0].value or 0.0)
+    # MLflow holds the metric to four significant digits (kgbench.track), the study the value as measured
+    assert math.isclose(jobs["0"].data.metrics["req_per_s"], trials[0].value or 0.0, rel_tol=1e-3)
     results = (tmp_path / "multirun" / "optimization_results.yaml").read_text()
     assert "best_params" in results and "pruned: 1" in results
     # the study persists: the same command with a budget of 4 continues it (another worker would too); both
