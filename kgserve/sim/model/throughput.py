@@ -35,7 +35,8 @@ about 15% of `predict_throughput` (tests/kgserve/sim/test_throughput.py).
 
 Environment knobs: KGSERVE_SIM_SPEED (simulated seconds per wall second), KGSERVE_SIM_SEED (numbers),
 KGSERVE_SIM_DEVICE (shared device name, "private" = unshared), KGSERVE_SIM_FIXED_RPS (skip this model: a fixed
-capacity in queries/s shared by the active searches; 0 = answer at once), KGSERVE_SIM_STARTUP_S (start-up time,
+capacity in queries per simulated second, i.e. x KGSERVE_SIM_SPEED per wall second, shared by the active searches;
+0 = answer at once), KGSERVE_SIM_STARTUP_S (start-up time,
 a little longer for large NN caches), KGSERVE_SIM_PROFILE (above).
 
 GPU calibration (the H100 runs of 2026-11-25, docs/throughput-model.md): `katago benchmark` with 2 server threads
