@@ -9,7 +9,8 @@ interleaved, until they separate or the budget is spent.
   replicate that failed or was contended counts for nothing.
 - **Stopping rule**: after each round from the second on, the contenders whose replicate interval no longer overlaps
   the leader's drop out (they separated); the race stops when one is left, or after ``max_rounds`` rounds. The ones
-  left are the set that stayed indistinguishable; promote's tie rule (lowest p99) chooses among them.
+  left are the set that stayed indistinguishable; promote's tie rule (p99 beyond its noise, else the higher value)
+  chooses among them.
 
 The defaults and the figures that chose them: docs/sweeps.md, "Contenders raced" (benchmarks/race.py).
 """

@@ -9,8 +9,8 @@ Rule: among the runs that
   - are not simulated, unless simulated runs are allowed (`--allow-simulated`),
   - did not run a synthetic net (random weights), unless allowed (`--allow-synthetic`: a throughput test),
 the objective (req/s, or goodput: req/s finished within a latency objective) decides, noise-aware
-(kgbench.decide.ties): runs whose 95% intervals overlap the best run's are tied, and the lowest p99 among the
-tied wins.
+(kgbench.decide.ties): runs whose 95% intervals overlap the best run's are tied; among them p99 decides only
+beyond its own noise (more than 25% lower), else the higher value stands.
 """
 
 from __future__ import annotations
@@ -204,6 +204,12 @@ def _interval(c: Candidate) -> str:
     return f"[{c.req_per_s_low:.2f}, {c.req_per_s_high:.2f}]{raced}"
 
 
+def _tied_verdict(run_id: str, tied: set[str], alike: set[str]) -> str:
+    if run_id not in tied:
+        return "eligible"
+    return "tied, lower value" if run_id in alike else "tied, p99 over 25% above the lowest"
+
+
 def format_table(selection: Selection) -> str:
     """A plain-text table of the candidates, best first, marking the winner and the reasons."""
     rows = sorted(
@@ -213,6 +219,7 @@ def format_table(selection: Selection) -> str:
     header = ["", "run", "backend", "req/s", "95% interval", "goodput", "p50 ms", "p99 ms", "errors", "sim", "config",
               "verdict"]  # fmt: skip
     tied = set(selection.decision.tied) if selection.decision else set()
+    alike = set(selection.decision.alike_tails) if selection.decision else set()
     body: list[list[str]] = []
     for v in rows:
         c = v.candidate
@@ -230,7 +237,7 @@ def format_table(selection: Selection) -> str:
                 _fmt(c.errors, 0),
                 "yes" if c.simulated else "no",
                 c.label or "-",
-                "WINNER" if mark else (v.reason or ("tied, higher p99" if c.run_id in tied else "eligible")),
+                "WINNER" if mark else (v.reason or _tied_verdict(c.run_id, tied, alike)),
             ]
         )
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]

@@ -1,9 +1,17 @@
 """Noise-aware choice among eligible runs (pure): differences inside the measurement noise are ties.
 
 The run with the highest objective value leads. Every run whose 95% interval of that value overlaps the
-leader's interval is tied with it (its difference is inside the run-to-run noise); among the tied runs the
-lowest p99 wins, then the higher value, then the run id (a stable answer). A run without an interval (an old run,
-or a single window) counts as the point it measured.
+leader's interval is tied with it (its difference is inside the run-to-run noise). Among the tied runs p99 decides
+only where it differs beyond its own noise: the runs whose p99 is within P99_MARGIN (25%) of the lowest p99 among
+the tied stay, and of those the highest value wins (then the lower p99, then the run id: a stable answer). A run
+without an interval (an old run, or a single window) counts as the point it measured.
+
+Why a margin: a p99 is noisier than a mean. On the real KataGo CPU build (docs/sweeps.md, issue 28), two
+measurements of the same config differed in p99 by a median of 8%, 20% at the 90th percentile and 38% at most (80
+pairs of clean measurements of 8 configs); the tied configs' p99s spread over 1,002-1,142 ms, so "the lowest p99"
+picked whichever config drew the luckiest tail (4x4 in one run, 4x2 in the next). Within the margin, the tail is
+not what tells them apart and the leader's higher value stands; a tail 25% or more lower still wins (issue 16's
+case: p99 0.57 s against 2.35 s).
 """
 
 from __future__ import annotations
@@ -14,13 +22,16 @@ from dataclasses import dataclass
 
 from kgbench.load.interval import Interval
 
-__all__ = ["Decision", "Scored", "decide", "tie_rule"]
+__all__ = ["P99_MARGIN", "Decision", "Scored", "decide", "tie_rule"]
+
+P99_MARGIN = 0.25  # p99s within 25% of the lowest are alike: above the 90th percentile of a config's own spread
 
 
 def tie_rule(metric: str) -> str:
     return (
         f"the highest {metric} leads; runs whose 95% interval of {metric} overlaps the leader's are tied "
-        f"(inside the noise); among the tied the lowest p99 wins (then higher {metric}, then run id)"
+        f"(inside the noise); among the tied, those with p99 within {P99_MARGIN:.0%} of the lowest p99 stay and "
+        f"the highest {metric} of them wins (then lower p99, then run id)"
     )
 
 
@@ -45,6 +56,7 @@ class Decision:
     tied: tuple[str, ...]  # run ids tied with the leader (the leader included), best value first: indistinguishable
     explanation: str
     reason: str = ""  # the verdict's clause: the indistinguishable set, its evidence and the rule among them
+    alike_tails: tuple[str, ...] = ()  # of the tied, those whose p99 is within P99_MARGIN of the lowest
 
 
 def _p99(s: Scored) -> float:
@@ -69,7 +81,22 @@ def _reason(tied: Sequence[Scored], winner: Scored, metric: str) -> str:
         if len(raced) == len(tied)
         else f"within the leader's 95% interval of {metric}"
     )
-    return f"indistinguishable from {others} ({evidence}); among the {len(tied)} the lowest p99 wins"
+    return f"indistinguishable from {others} ({evidence}); among the {len(tied)} {_tail_clause(tied, winner, metric)}"
+
+
+def _alike_tails(tied: Sequence[Scored]) -> list[Scored]:
+    """The tied runs whose p99 is within P99_MARGIN of the lowest (all of them when no p99 is known)."""
+    lowest = min(_p99(s) for s in tied)
+    return [s for s in tied if _p99(s) <= lowest * (1 + P99_MARGIN)]
+
+
+def _tail_clause(tied: Sequence[Scored], winner: Scored, metric: str) -> str:
+    alike = _alike_tails(tied)
+    if len(alike) == len(tied):
+        return f"p99 within {P99_MARGIN:.0%} of each other: the highest {metric} wins"
+    if len(alike) == 1:
+        return f"the lowest p99 wins, by more than {P99_MARGIN:.0%}"
+    return f"the {len(alike)} with p99 within {P99_MARGIN:.0%} of the lowest stay: the highest {metric} of them wins"
 
 
 def decide(scored: Sequence[Scored], metric: str = "req/s") -> Decision | None:
@@ -80,13 +107,21 @@ def decide(scored: Sequence[Scored], metric: str = "req/s") -> Decision | None:
     tied = sorted(
         (s for s in scored if s.interval.overlaps(leader.interval)), key=lambda s: (-s.value, _p99(s), s.run_id)
     )
-    winner = min(tied, key=lambda s: (_p99(s), -s.value, s.run_id))
+    alike = _alike_tails(tied)
+    winner = min(alike, key=lambda s: (-s.value, _p99(s), s.run_id))
     if len(tied) == 1:
         text = f"{_fmt(leader, metric)} leads and no other run is within its interval: it wins"
     else:
         others = "; ".join(_fmt(s, metric) for s in tied if s is not leader)
         text = (
             f"{_fmt(leader, metric)} leads; tied within noise: {others}; "
-            f"lowest p99 among the {len(tied)} tied wins: {winner.run_id[:12]}"
+            f"among the {len(tied)} tied, {_tail_clause(tied, winner, metric)}: {winner.run_id[:12]}"
         )
-    return Decision(winner.run_id, leader.run_id, tuple(s.run_id for s in tied), text, _reason(tied, winner, metric))
+    return Decision(
+        winner.run_id,
+        leader.run_id,
+        tuple(s.run_id for s in tied),
+        text,
+        _reason(tied, winner, metric),
+        tuple(s.run_id for s in alike),
+    )

@@ -13,6 +13,7 @@ import math
 from collections import Counter
 
 from kgbench.decide.selection import Candidate, Selection
+from kgbench.decide.ties import P99_MARGIN
 
 __all__ = ["describe", "over_text", "verdict_line"]
 
@@ -54,10 +55,17 @@ def over_text(selection: Selection) -> str:
     if tied:
         named = ", ".join(describe(c, selection) for c in tied[:_SHOWN_TIED])
         more = f" and {len(tied) - _SHOWN_TIED} more" if len(tied) > _SHOWN_TIED else ""
-        return f"over {named}{more} for the lowest p99 among {len(tied) + 1} runs tied within the noise"
+        if winner.run_id == decision.leader:  # the tails were alike: the higher value stands
+            why = f"for the highest {_metric(selection)} among {len(tied) + 1} runs tied within the noise (p99s alike)"
+        else:
+            why = f"for a p99 over {P99_MARGIN:.0%} below the leader's among {len(tied) + 1} runs tied within the noise"
+        return f"over {named}{more} {why}"
     runner_up = max(eligible, key=lambda c: _value(c, selection)[0] or -math.inf)
-    metric = _value(winner, selection)[3].removesuffix("/s") if selection.objective == "goodput" else "req/s"
-    return f"over {describe(runner_up, selection)} for the highest {metric} beyond the noise"
+    return f"over {describe(runner_up, selection)} for the highest {_metric(selection)} beyond the noise"
+
+
+def _metric(selection: Selection) -> str:
+    return "goodput" if selection.objective == "goodput" else "req/s"
 
 
 def verdict_line(selection: Selection, verb: str = "promoted") -> str:
