@@ -1,17 +1,22 @@
 """The README's "On a real KataGo" section, as printed, in a fresh clone, on the real CPU KataGo: a sweep of the build
-and network named on the command line, a plain promote refused (it would cross runtimes; nothing written), promote
-into the sweep's own runtime, and kgserve serving it. The section's `export` line is the tier's own two variables."""
+and network named on the command line (its runs real measurements in MLflow), a plain promote refused (it would cross
+runtimes; nothing written), promote into the sweep's own runtime, kgserve serving it, and `runtime/serve_analysis.sh`
+starting kgserve itself, analysing a sample and stopping it. The section's `export` line is the tier's own two
+variables. The suite's one real-engine pipeline end to end (docs/real-katago.md)."""
 
 from __future__ import annotations
 
 import json
-import re
+import socket
 import subprocess
+import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 
+from kgserve.provenance import read_provenance
 from tests.conftest import REPO, kgserve_ready
 from tests.helpers.clone import clone_working_tree, git_status
 from tests.helpers.readme import bash_block, readme_env, run_step, serve_args
@@ -33,11 +38,23 @@ def test_the_readme_on_a_real_katago(tmp_path: Path, real_katago: RealKatago) ->
     clone = clone_working_tree(tmp_path / "clone")
     env = readme_env(clone, tmp_path / "bin", **{BIN_ENV: str(real_katago.binary), MODEL_ENV: str(real_katago.model)})
 
-    # as printed, but a race of the two jobs (on for real engines) bounded to one round: the suite's time
-    sweep = run_step(f"{sweep_step} race.max_rounds=1", env, clone, timeout=900)
+    # as printed, but without the race of the two jobs (on for real engines; the suite's time): the race is tested on
+    # the sim (tests/kgbench/sweep/test_race_sweep.py)
+    sweep = run_step(f"{sweep_step} race.enabled=false", env, clone, timeout=900)
     out = sweep.stdout + sweep.stderr
-    assert re.search(r"kgbench sweep: (2|4) job\(s\), sorted by req/s", out), out[-3000:]
+    assert "kgbench sweep: 2 job(s), sorted by req/s" in out, out[-3000:]
     assert "promote it: python -m kgbench.promote --runtime-dir runtime/eigen" in out, out[-3000:]
+    client = MlflowClient(tracking_uri=f"sqlite:///{clone / 'mlflow.db'}")
+    jobs = client.search_runs([e.experiment_id for e in client.search_experiments()], "tags.`kgbench.role` = 'job'")
+    assert len(jobs) == 2
+    for run in jobs:  # real measurements of the named build and network
+        data = run.data
+        assert run.info.status == "FINISHED", data.tags.get("kgbench.failure_reason")
+        assert data.tags["backend"] == "eigen" and data.tags["simulated"] == "false"
+        assert data.tags["model_file"] == real_katago.model.name and "sim" not in data.tags["katago_version"]
+        assert data.metrics["req_per_s"] > 0 and data.metrics["errors"] == 0
+        assert data.metrics["nn_rows"] > 0 and data.metrics["engine_start_s"] > 0
+        assert data.params["katago.numAnalysisThreads"] == "4" and data.params["load.window_s"] == "5.0"
 
     plain = subprocess.run(["bash", "-c", "python -m kgbench.promote"], cwd=clone, env=env, capture_output=True,
                            text=True, timeout=300)  # fmt: skip
@@ -49,13 +66,37 @@ def test_the_readme_on_a_real_katago(tmp_path: Path, real_katago: RealKatago) ->
     promoted = run_step(promote_step, env, clone, timeout=300).stdout
     assert promoted.startswith("promoted run ") and "eigen nnMaxBatchSize=" in promoted, promoted
     config, args = serve_args(serve_step)
+    provenance = read_provenance(clone / config.parent / "katago_serving.cfg")
+    assert provenance is not None and provenance.run_id in {run.info.run_id for run in jobs}  # one of the sweep's
+    assert not provenance.simulated and not provenance.modified
     sample = json.loads((clone / "assets" / "analysis" / "inputs" / f"{SAMPLE}.json").read_text())
     with kgserve_ready(config, env, *args, cwd=clone, log_dir=tmp_path) as (process, ready):
         assert ready["backend"] == "eigen" and ready["simulated"] is False
-        assert ready["provenance"]["run_id"] and ready["provenance"]["modified"] is False
+        assert ready["provenance"]["run_id"] == provenance.run_id and ready["provenance"]["modified"] is False
         request = urllib.request.Request(str(process.url) + "/analysis", data=json.dumps(sample).encode())
         with urllib.request.urlopen(request, timeout=120) as response:
             assert response.status == 200
             (line,) = [json.loads(raw) for raw in response.read().splitlines()]
         assert line["id"] == SAMPLE and line["rootInfo"]["visits"] == sample["maxVisits"]
+
+    # the interactive helper starts kgserve itself (on a free port: 9100 may be taken here), analyses, stops it
+    port = _free_port()
+    out_file = tmp_path / "out.jsonl"
+    script = subprocess.run(
+        ["runtime/serve_analysis.sh", "--config", str(config), "--port", str(port), "-o", str(out_file), SAMPLE],
+        env={**env, "KG_PYTHON": sys.executable, "TERM": "dumb"}, cwd=clone, capture_output=True, text=True,
+        timeout=240, start_new_session=True, check=False,
+    )  # fmt: skip
+    assert script.returncode == 0, script.stdout + script.stderr
+    assert "starting kgserve (backend eigen" in script.stdout + script.stderr, script.stderr
+    (line,) = [json.loads(raw) for raw in out_file.read_text().splitlines()]
+    assert line["id"] == SAMPLE and line["isDuringSearch"] is False and line["moveInfos"]
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()  # the kgserve it started is gone
     assert git_status(clone) == ""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
