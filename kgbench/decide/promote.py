@@ -9,9 +9,9 @@
    family, model and machine) and refuses, naming both, when there are none: after a CPU or a simulated sweep, a
    plain promote never touches the tracked GPU files;
 2. picks the winner among them by the rule in kgbench.decide.selection (`--explain` prints the rule, every run's
-   verdict and the decision): overlapping 95% intervals are ties, broken by a p99 lower beyond its noise (25%),
-   else the higher value; the objective is req/s, or goodput (req/s finished within --slo-ms; default: the SLO
-   each run logged, load.slo_ms);
+   verdict and the decision): overlapping 95% intervals are ties, broken by a p99 lower beyond its noise (the
+   leader's over 25% above it), else the higher value; the objective is req/s, or goodput (req/s finished
+   within --slo-ms; default: the SLO each run logged, load.slo_ms);
 3. writes its `katago.cfg` artifact to engine.cfg (runtime/katago_serving.cfg) atomically, under a
    `# kgbench-promote:` provenance header (kgserve.provenance) (`--diff` prints the change);
 4. sets engine.backend in runtime/config.yaml (only that value changes; comments stay);

@@ -10,7 +10,7 @@ Rule: among the runs that
   - did not run a synthetic net (random weights), unless allowed (`--allow-synthetic`: a throughput test),
 the objective (req/s, or goodput: req/s finished within a latency objective) decides, noise-aware
 (kgbench.decide.ties): runs whose 95% intervals overlap the best run's are tied; among them p99 decides only
-beyond its own noise (more than 25% lower), else the higher value stands.
+beyond its own noise (the leader's more than 25% above another's), else the higher value stands.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kgbench.decide.ties import Decision, Scored, decide, tie_rule
+from kgbench.decide.ties import P99_MARGIN, Decision, Scored, decide, tie_rule
 from kgbench.load.interval import Interval
 
 __all__ = ["OBJECTIVES", "RULE", "Candidate", "Objective", "Selection", "Verdict", "choose_winner", "format_table",
@@ -204,10 +204,10 @@ def _interval(c: Candidate) -> str:
     return f"[{c.req_per_s_low:.2f}, {c.req_per_s_high:.2f}]{raced}"
 
 
-def _tied_verdict(run_id: str, tied: set[str], alike: set[str]) -> str:
+def _tied_verdict(run_id: str, tied: set[str], passed: set[str]) -> str:
     if run_id not in tied:
         return "eligible"
-    return "tied, lower value" if run_id in alike else "tied, p99 over 25% above the lowest"
+    return f"tied, p99 over {P99_MARGIN:.0%} above a faster-tailed run's" if run_id in passed else "tied, lower value"
 
 
 def format_table(selection: Selection) -> str:
@@ -219,7 +219,7 @@ def format_table(selection: Selection) -> str:
     header = ["", "run", "backend", "req/s", "95% interval", "goodput", "p50 ms", "p99 ms", "errors", "sim", "config",
               "verdict"]  # fmt: skip
     tied = set(selection.decision.tied) if selection.decision else set()
-    alike = set(selection.decision.alike_tails) if selection.decision else set()
+    passed = set(selection.decision.passed_for_tail) if selection.decision else set()
     body: list[list[str]] = []
     for v in rows:
         c = v.candidate
@@ -237,7 +237,7 @@ def format_table(selection: Selection) -> str:
                 _fmt(c.errors, 0),
                 "yes" if c.simulated else "no",
                 c.label or "-",
-                "WINNER" if mark else (v.reason or _tied_verdict(c.run_id, tied, alike)),
+                "WINNER" if mark else (v.reason or _tied_verdict(c.run_id, tied, passed)),
             ]
         )
     widths = [max(len(r[i]) for r in [header, *body]) for i in range(len(header))]

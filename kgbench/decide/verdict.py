@@ -55,10 +55,13 @@ def over_text(selection: Selection) -> str:
     if tied:
         named = ", ".join(describe(c, selection) for c in tied[:_SHOWN_TIED])
         more = f" and {len(tied) - _SHOWN_TIED} more" if len(tied) > _SHOWN_TIED else ""
-        if winner.run_id == decision.leader:  # the tails were alike: the higher value stands
+        if winner.run_id == decision.leader:  # no tail better beyond the noise: the higher value stands
             why = f"for the highest {_metric(selection)} among {len(tied) + 1} runs tied within the noise (p99s alike)"
         else:
-            why = f"for a p99 over {P99_MARGIN:.0%} below the leader's among {len(tied) + 1} runs tied within the noise"
+            why = (
+                f"for its p99 (the leader's over {P99_MARGIN:.0%} above it) among {len(tied) + 1} runs tied "
+                "within the noise"
+            )
         return f"over {named}{more} {why}"
     runner_up = max(eligible, key=lambda c: _value(c, selection)[0] or -math.inf)
     return f"over {describe(runner_up, selection)} for the highest {_metric(selection)} beyond the noise"

@@ -95,4 +95,4 @@ def test_replicates_fold_into_the_run_they_remeasured_and_decide_the_verdict() -
     assert sel.decision.reason.startswith(
         "indistinguishable from a (still within each other's 95% interval after a race"
     )
-    assert "among the 2 the lowest p99 wins" in sel.decision.reason
+    assert "among the 2 the leader's p99 is over 25% above a tied run's" in sel.decision.reason

@@ -129,7 +129,7 @@ def test_report_shows_intervals_knees_and_the_tie_decision(store: Store, tmp_pat
         assert column in table.columns
     assert table.loc[table["winner"], "run_id"].tolist() == [ids["steady"]]  # tied on req/s, lower p99
     summary = (out / "summary.md").read_text()
-    assert "tied within noise" in summary and "lowest p99" in summary
+    assert "tied within noise" in summary and "the leader's p99 is over 25% above" in summary
     assert "cold start: 2 of 2 jobs started their own kgserve and engines (kgserve restarted" in summary
     assert "positions: unique across the sweep: 1,000 sent by 2 jobs, none twice" in summary
     _assert_real_png(out / "throughput_vs_concurrency.png")
