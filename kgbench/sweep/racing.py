@@ -4,7 +4,8 @@ sweep's jobs ran: this machine, or PBS nodes), until they separate or `race.max_
 
 A replicate is a job with its contender's overrides as launched (tag kgbench.job_overrides) plus `++race.of=RUN
 ++race.round=N`: it is tagged kgbench.race_of / kgbench.race_round, and promote folds it into the run it re-measured.
-The outcome is tagged on the sweep's run (kgbench.race) and printed. Never raises: a race that cannot run says why.
+The outcome is tagged on the sweep's run (kgbench.race) and printed. Never raises: a race that cannot run says why,
+and one that fails tags the sweep's run `kgbench.race=failed: ...`.
 """
 
 from __future__ import annotations
@@ -49,7 +50,21 @@ def race_after_sweep(sweeper: Any, returns: Sequence[Sequence[Any]]) -> None:
     try:
         _race(sweeper.launcher, sweeper.config, sum(len(batch) for batch in returns))
     except Exception as exc:  # a race must never cost the sweep its summary
-        _note(f"the race of the contenders did not run: {type(exc).__name__}: {exc}")
+        failure = f"{type(exc).__name__}: {exc}"
+        _note(f"the race of the contenders did not run to its end: {failure}")
+        _tag_failure(failure)
+
+
+def _tag_failure(failure: str) -> None:
+    """The sweep's run says the race failed (replicates it launched before are in MLflow): promote's readers must
+    not take a missing kgbench.race tag for "no contenders"."""
+    parent_id = os.environ.get(ENV_PARENT)
+    if parent_id is None:
+        return
+    try:
+        tracking.make_client().set_tag(parent_id, RACE, f"failed: {failure}"[:5000])
+    except Exception as exc:  # the store itself is what failed: the note above is all there is
+        _note(f"could not tag the sweep's run with the race's failure: {type(exc).__name__}: {exc}")
 
 
 def _race(launcher: Launcher, config: DictConfig, launched: int) -> None:

@@ -221,6 +221,8 @@ def wait_for_quiet(
         limit = settings.other_cores_limit(figures.get("host_cores", 1.0))
         holders = (dev.others() or ()) if settings.device_processes else ()
         waited = time.monotonic() - started
+        # only the others' share, not the flagging test's "and the host saturated": the job is not running now, so
+        # the host's busy share here leaves out what the re-measure itself will add
         if other < limit and not holders:
             if waited > sample_s:
                 note(f"the host got quiet after {waited:.0f} s")

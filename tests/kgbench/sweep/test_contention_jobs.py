@@ -18,7 +18,6 @@ from benchmarks.contention import busy_loops
 from kgbench.decide import promote
 from kgbench.track.contention import ContentionSettings
 from kgbench.track.sampling.host import HostSampler
-from tests.conftest import REPO
 from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 
 pytestmark = pytest.mark.slow
@@ -28,7 +27,9 @@ SMOKE = ["backend=sim", "load=smoke", "load.concurrency=[4]"]
 SIM = {"KGSERVE_SIM_SPEED": "20"}
 
 
-def test_a_job_beside_busy_loops_is_flagged_remeasured_kept_marked_and_set_aside(tmp_path: Path) -> None:
+def test_a_job_beside_busy_loops_is_flagged_remeasured_kept_marked_and_set_aside(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     with busy_loops(os.cpu_count() or 2, 0, 240, {}):  # every core spun at once: the host saturated by others
         code, out = run_kgbench(tmp_path, "-m", *SMOKE, *CHECK, "contention.remeasure=1", env=SIM)
     assert code == 0, out
@@ -46,11 +47,14 @@ def test_a_job_beside_busy_loops_is_flagged_remeasured_kept_marked_and_set_aside
     last = "kgbench: contended jobs: 1 of 1 (0 clean when re-measured; 1 still contended, kept but marked, "
     assert any(line.startswith(last) for line in out.splitlines()), out  # (run_kgbench: stdout, then stderr)
 
-    config = tmp_path / "runtime.yaml"
-    config.write_text((REPO / "runtime" / "config.yaml").read_text())
+    # promote into the sweep's own (scratch) runtime, written nowhere: the only run is set aside, saying why
     tracking = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    argv = ["--tracking-uri", tracking, "--allow-simulated", "--dry-run", "--config", str(config)]
-    assert promote.main(argv) == 1  # nothing else to promote: the contended run is set aside, not chosen
+    capsys.readouterr()
+    assert promote.main(["--tracking-uri", tracking, "--allow-simulated", "--dry-run", "--explain"]) == 1
+    said = capsys.readouterr()
+    shown = said.out + said.err
+    assert f"set aside {run.info.run_id}" in shown and "contended (" in shown, shown
+    assert "satisfies the rule" in shown and "nothing promoted" in shown, shown
 
 
 def _host_is_quiet() -> bool:
