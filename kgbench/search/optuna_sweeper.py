@@ -154,7 +154,10 @@ class OptunaSweeper(Sweeper):
                 if trial is not None:
                     trials.append(trial)
             if not trials:
-                log.info("every config of the space is measured (%s configs): the search stops", space.size)
+                if space.size is not None:
+                    log.info("every config of the space is measured (%s configs): the search stops", space.size)
+                else:  # a continuous space: the sampler kept proposing measured configs
+                    log.info("the sampler proposed only configs already measured: the search stops")
                 break
             batch = [self._job_overrides(space, trial) for trial in trials]
             self.validate_batch_is_legal(batch)

@@ -12,6 +12,7 @@ processes on a GPU, the other sims on a simulated device.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
@@ -73,9 +74,12 @@ class MeasureWatch:
         self.t0 = 0.0
 
     def __enter__(self) -> MeasureWatch:
-        self.gpu.__enter__()
-        self.host.__enter__()
-        self.device.__enter__()
+        # a sampler that fails to start stops the ones already started (their threads would outlive the job)
+        with contextlib.ExitStack() as started:
+            started.enter_context(self.gpu)
+            started.enter_context(self.host)
+            started.enter_context(self.device)
+            started.pop_all()
         self.t0 = time.monotonic()
         return self
 
