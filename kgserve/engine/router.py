@@ -141,6 +141,8 @@ class Router:
         if stream is not None and span is not None:
             kind = line_kind(line, span[1])
             if kind == "partial" and stream.partial_gate is not None and not stream.partial_gate(len(line)):
+                # dropped, but the engine is searching it: never taken back as unstarted from a frozen engine
+                stream.started = True
                 self.counters["partial_dropped"] += 1
                 return
             stream._push(restore_id(line, span, stream.caller_id_json))
