@@ -25,7 +25,7 @@ __all__ = ["FORWARDED_FOR", "MAX_HOPS", "TrustedProxies", "parse_address"]
 FORWARDED_FOR = b"x-forwarded-for"  # as ASGI spells header names: lower case
 MAX_HOPS = 32  # entries the walk looks at, right to left; a longer chain of trusted proxies counts as malformed
 _MAX_ENTRY = 64  # characters: the longest IPv6 text with brackets and a port is 47
-_CACHE_MAX = 4096  # peers remembered as trusted or not (cleared when full: a flood of addresses cannot grow it)
+_CACHE_MAX = 4096  # peers (and headers) remembered (each cache cleared when full: a flood cannot grow it)
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -61,6 +61,8 @@ class TrustedProxies:
     def __init__(self, networks: Iterable[str]) -> None:
         self.networks: tuple[Network, ...] = tuple(ipaddress.ip_network(network) for network in networks)
         self._peers: dict[str, bool] = {}
+        # headers read before -> the client (a proxy's clients come back: ~0.3 µs instead of ~10 per request)
+        self._headers: dict[tuple[str, bytes], str | None] = {}
 
     def __bool__(self) -> bool:
         return bool(self.networks)
@@ -85,7 +87,18 @@ class TrustedProxies:
         """The client's address from a trusted peer's X-Forwarded-For header lines (`values`, in order): the
         right-most entry that is no trusted proxy, normalised (`2001:DB8::1` and `2001:db8:0::1` are one client);
         `peer` when the lines hold no entry; None when the header is malformed (the module docstring)."""
-        entries = b",".join(values).split(b",")
+        header = b",".join(values)
+        key = (peer, header)
+        if key in self._headers:
+            return self._headers[key]
+        address = self._walk(peer, header)
+        if len(self._headers) >= _CACHE_MAX:
+            self._headers.clear()
+        self._headers[key] = address
+        return address
+
+    def _walk(self, peer: str, header: bytes) -> str | None:
+        entries = header.split(b",")
         leftmost: Address | None = None
         hops = 0
         for raw in reversed(entries):

@@ -87,3 +87,13 @@ def test_a_chain_longer_than_max_hops_is_malformed() -> None:
 def test_parse_address_reads_what_proxies_write() -> None:
     assert str(parse_address("192.0.2.1:80")) == "192.0.2.1"
     assert parse_address("") is None and parse_address("[]") is None and parse_address("[::1]:") is None
+
+
+def test_what_was_read_is_remembered_within_a_bound() -> None:
+    proxies = TrustedProxies(["10.0.0.0/8"])
+    for index in range(5000):  # a flood of distinct headers (and peers) cannot grow the caches past their bound
+        assert proxies.client_address(PEER, [f"203.0.{index // 256}.{index % 256}".encode()]) is not None
+        proxies.trusts(f"198.51.{index // 256}.{index % 256}")
+    assert len(proxies._headers) <= 4096 and len(proxies._peers) <= 4096
+    assert proxies.client_address(PEER, [b"203.0.113.9"]) == proxies.client_address(PEER, [b"203.0.113.9"])
+    assert proxies.client_address(PEER, [b"unknown"]) is None and proxies.client_address(PEER, [b"unknown"]) is None
