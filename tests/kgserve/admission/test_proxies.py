@@ -97,3 +97,6 @@ def test_what_was_read_is_remembered_within_a_bound() -> None:
     assert len(proxies._headers) <= 4096 and len(proxies._peers) <= 4096
     assert proxies.client_address(PEER, [b"203.0.113.9"]) == proxies.client_address(PEER, [b"203.0.113.9"])
     assert proxies.client_address(PEER, [b"unknown"]) is None and proxies.client_address(PEER, [b"unknown"]) is None
+    padded = b"1.1.1.1, " * 1000 + b"203.0.113.9"  # a client's own long prefix: read, never kept
+    proxies._headers.clear()
+    assert proxies.client_address(PEER, [padded]) == "203.0.113.9" and proxies._headers == {}
