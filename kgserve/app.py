@@ -5,7 +5,8 @@ No module globals: everything lives on `app.state` (`app.state.kgserve`, a Serve
 middleware and kgserve.http.intake's plain ASGI endpoint (its one registration; it answers 405 to a method
 other than POST): FastAPI's routing, dependency, exception and body-limit layers cost most of a request's CPU
 there and give it nothing (it reads and bounds its body itself, and the access middleware turns an escaped
-exception into its log line as for any route). Every other path goes through the FastAPI app as usual.
+exception into its log line as for any route). Every other path goes through the FastAPI app as usual. When
+`server.trusted_proxies` lists a proxy, kgserve.forwarded comes first, for every request and WebSocket.
 
 The lifespan reads the cfg's promote header, starts the engine pool (the pool starts its engines in the
 background: kgserve serves /healthz and /readyz while they start, and keeps serving if they fail) and
@@ -23,10 +24,12 @@ from fastapi import FastAPI
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from kgserve.admission.limits import Admission
+from kgserve.admission.proxies import TrustedProxies
 from kgserve.auth import TokenAuth, token_from_env, tokens_from_env
 from kgserve.context import ServeContext
 from kgserve.engine.client import EngineClient
 from kgserve.engine.pool import EnginePool
+from kgserve.forwarded import ForwardedClients
 from kgserve.http.access import AccessMiddleware
 from kgserve.http.apidocs import docs_routes
 from kgserve.http.intake import AnalysisEndpoint
@@ -53,8 +56,15 @@ class KgserveApp(FastAPI):
     """FastAPI, with /analysis dispatched before its middleware stack (see the module docstring)."""
 
     analysis_app: ASGIApp | None = None
+    forwarded: ForwardedClients | None = None  # server.trusted_proxies lists a proxy: in front of everything
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.forwarded is not None:
+            await self.forwarded(scope, receive, send)
+        else:
+            await self.dispatch(scope, receive, send)
+
+    async def dispatch(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self.analysis_app is not None and scope["type"] == "http" and scope["path"] == "/analysis":
             scope["app"] = self
             await self.analysis_app(scope, receive, send)
@@ -127,4 +137,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
         app.add_api_websocket_route(settings.websocket.path, websocket_endpoint)
     app.add_middleware(AccessMiddleware, metrics=metrics, auth=auth)
     app.analysis_app = AccessMiddleware(AnalysisEndpoint(ctx), metrics=metrics, auth=auth)
+    proxies = TrustedProxies(settings.server.trusted_proxies)
+    if proxies:  # clients behind them are told apart by X-Forwarded-For; with none, nothing reads the header
+        app.forwarded = ForwardedClients(app.dispatch, proxies=proxies, clients=admission.clients, metrics=metrics)
     return app

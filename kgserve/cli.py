@@ -25,6 +25,7 @@ from typing import Any
 
 import uvicorn
 
+from kgserve.admission.proxies import TrustedProxies
 from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
 from kgserve.logformat import LineHandler, listening_line
 from kgserve.preflight import startup_problems
@@ -107,13 +108,14 @@ class _Server(uvicorn.Server):
 def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
     """uvicorn's config for kgserve: the guarded protocol (kgserve.http.httpguard) and server.* timeouts.
 
-    No proxy-headers middleware: kgserve uses neither the client address nor the scheme, and that layer
-    parses every request's headers."""
+    No uvicorn proxy-headers middleware: kgserve.forwarded reads X-Forwarded-For itself, from the proxies of
+    server.trusted_proxies only (uvicorn's would take any text for an address, and count nothing)."""
     server = settings.server
     clients = app.state.kgserve.admission.clients  # per-client connection caps (kgserve.admission.clients)
+    proxies = TrustedProxies(server.trusted_proxies)  # their connections are counted per request instead
     return uvicorn.Config(
         app,
-        http=guarded_protocol(ConnectionLimits.from_settings(server), clients),
+        http=guarded_protocol(ConnectionLimits.from_settings(server), clients, proxies),
         ws=guarded_websocket(server.send_timeout_s),
         log_config=None,
         access_log=False,

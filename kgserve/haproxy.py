@@ -12,7 +12,9 @@ delivered (connection refused, a kgserve killed before it answered, a 503 from a
 on another backend: an analysis query is a pure computation, replaying it gives the same answer. Timeouts
 follow the runtime config: a response may take limits.deadline_s plus server.grace_period_s; an upgraded
 (WebSocket) connection may idle balancer.tunnel_timeout_s. Each response names its backend in
-`X-Kgserve-Backend`.
+`X-Kgserve-Backend`. Each request carries its client's address in `X-Forwarded-For` (`option forwardfor`, the
+client's own header dropped first): kgserve believes it when `server.trusted_proxies` lists the balancer's
+address, and then caps and logs each client by it instead of taking every client for the balancer.
 
 One engine per GPU: one kgserve per GPU, each started with CUDA_VISIBLE_DEVICES=<gpu> (backends[].gpu), not
 KataGo's multi-GPU keys in one process. The sweep promotes a one-GPU config, which each kgserve then serves as
@@ -84,6 +86,11 @@ def render_cfg(settings: Settings, *, stats_socket: Path | None = None, log_requ
         "",
         "frontend kgserve",
         f"    bind {balancer.host}:{balancer.port}",
+        "    # who the client is, for kgserve's per-client caps and access log (list this balancer's address in",
+        "    # server.trusted_proxies): the balancer is the clients' entry, so a client's own X-Forwarded-For is",
+        "    # dropped and replaced by the one address it connected from",
+        "    http-request del-header X-Forwarded-For",
+        "    option forwardfor",
         "    default_backend kgserve",
         "",
         "backend kgserve",
@@ -134,6 +141,11 @@ def main(argv: list[str] | None = None) -> int:
             text = render_cfg(settings, stats_socket=args.stats_socket, log_requests=args.log_requests)
             output.write_text(text, encoding="utf-8")
             print(f"wrote {output}: haproxy -f {output}")
+            if not settings.server.trusted_proxies:
+                print(
+                    "note: server.trusted_proxies is empty: kgserve takes every client behind the balancer for one "
+                    "(list the balancer's address there: docs/multi-node.md)"
+                )
         else:
             print("\n".join(kgserve_commands(settings, config_path)))
     except ConfigError as exc:

@@ -10,6 +10,7 @@
 - kgserve_websocket_open_connections        WebSocket connections open now
 - kgserve_websocket_queries_total{outcome}  queries sent over WebSocket by outcome (ok, rejected, refused, ...)
 - kgserve_websocket_connection_seconds      WebSocket connection lifetimes
+- kgserve_forwarded_for_invalid_total       X-Forwarded-For headers of a trusted proxy that could not be read
 
 Engine figures are read from the pool's status() at scrape time. The two per-request series are plain counts
 (`_RequestCounts`) turned into metric families at scrape time: prometheus_client's Counter.inc and
@@ -116,6 +117,11 @@ class Metrics:
             "kgserve_websocket_connection_seconds",
             "WebSocket connection lifetime, from the handshake to the close",
             buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.forwarded_invalid = Counter(  # kgserve.forwarded: the peer's address was used instead
+            "kgserve_forwarded_for_invalid",
+            "X-Forwarded-For headers from a trusted proxy (server.trusted_proxies) that could not be read",
             registry=self.registry,
         )
         self.registry.register(_LiveCollector(status, inflight))

@@ -62,6 +62,20 @@ class ServerSettings(_Strict):
     send_timeout_s: float = Field(30.0, gt=0)  # a client that takes none of the response for this long is dropped
     max_response_buffer_bytes: int = Field(1 << 20, ge=65536)  # response bytes kgserve holds for one slow client
     workers: int = Field(1, ge=1, le=64)  # front-end processes on the port, each with its share of the engines
+    # proxies (addresses or CIDR networks) whose X-Forwarded-For names the client (kgserve.admission.proxies);
+    # empty: every client is its TCP peer's address, the header is ignored
+    trusted_proxies: list[str] = []
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        networks = []
+        for entry in value:
+            try:
+                networks.append(str(ipaddress.ip_network(entry.strip())))
+            except ValueError as exc:
+                raise ValueError(f"{entry!r} is not an IP address or CIDR network ({exc})") from None
+        return networks
 
 
 class BackendSettings(_Strict):

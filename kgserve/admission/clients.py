@@ -3,8 +3,10 @@ of the memory budget, its allowance of partial-line bytes).
 
 A client is its remote address, and, where auth is on, the token it presented (each token of
 `server.auth_token_env` is a client of its own, so clients behind one SSH tunnel or proxy, all 127.0.0.1, can be
-told apart by their tokens). Open connections are counted per address only: a connection's token is known only
-once its request's headers have come. An entry lives while its client holds anything, so the table stays as
+told apart by their tokens). Behind a proxy listed in `server.trusted_proxies` the address is the one it forwarded
+(kgserve.admission.proxies). Open connections are counted per address only: a connection's token is known only
+once its request's headers have come (a trusted proxy's requests count per forwarded address, kgserve.forwarded).
+An entry lives while its client holds anything, so the table stays as
 small as the set of active clients, whatever addresses come and go.
 """
 
@@ -13,13 +15,21 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["Client", "ClientTable", "client_key"]
+__all__ = ["Client", "ClientTable", "client_key", "over_connections_text"]
 
 
 def client_key(address: str | None, credential: str | None = None) -> str:
     """The key of a client: its address (`-` when unknown), and the label of its token when it presented one."""
     host = address or "-"
     return host if credential is None else f"{host}|{credential}"
+
+
+def over_connections_text(max_connections: int) -> str:
+    """What a client past `limits.max_connections_per_client` is told (with a 429)."""
+    return (
+        f"kgserve: over the limit of {max_connections} open connections from this client "
+        "(limits.max_connections_per_client)"
+    )
 
 
 @dataclass(slots=True, eq=False)

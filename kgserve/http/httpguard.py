@@ -19,7 +19,9 @@ is a protocol class for uvicorn.Config(http=...) that:
 - lets go of a connection upgraded to a WebSocket (its timers are cancelled: kgserve.ws.wsguard has its own
   bounds);
 - answers 429 and closes a new connection from an address that has `limits.max_connections_per_client` open
-  already (kgserve.admission.clients; a WebSocket's connection counts until it ends).
+  already (kgserve.admission.clients; a WebSocket's connection counts until it ends). A trusted proxy's
+  connections (`server.trusted_proxies`) are not counted: kgserve.forwarded counts its requests, each for the
+  client it names.
 
 Idle keep-alive connections are closed by uvicorn after `keep_alive_timeout_s`. (h11 would add its own
 header bound and HTTP/1.0 framing, but costs about 140 µs more CPU per request: kgserve.http.analysis frames
@@ -39,7 +41,8 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from kgserve.admission.clients import ClientTable
+from kgserve.admission.clients import ClientTable, over_connections_text
+from kgserve.admission.proxies import TrustedProxies
 from kgserve.http.heldwrites import HeldWrites, hold_writes
 from kgserve.settings import ServerSettings
 
@@ -125,6 +128,9 @@ def _plain(template: bytes, text: str) -> bytes:
 class GuardedProtocol(HttpToolsProtocol):
     limits = ConnectionLimits()
     clients: ClientTable | None = None  # per-address connection counts (limits.max_connections_per_client)
+    # server.trusted_proxies: their connections are not counted here; kgserve.forwarded counts each of their
+    # requests for the client it was forwarded for
+    proxies: TrustedProxies | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -135,8 +141,8 @@ class GuardedProtocol(HttpToolsProtocol):
         self._guarded_cycle: Any = None
         self._on_disconnect: set[Callable[[], None]] = set()  # requests of this connection to tell when it goes
         self._counted: str | None = None  # the address this connection is counted for
-        if self.clients is not None:
-            host = self.client[0] if self.client else None
+        host = self.client[0] if self.client else None
+        if self.clients is not None and not (self.proxies and self.proxies.trusts(host)):
             if not self.clients.connect(host):
                 self._over_connections()
                 return
@@ -146,11 +152,7 @@ class GuardedProtocol(HttpToolsProtocol):
     def _over_connections(self) -> None:
         """Over the client's connection cap: 429 and the connection closed before anything is read."""
         assert self.clients is not None
-        message = (
-            f"kgserve: over the limit of {self.clients.max_connections} open connections from this client "
-            "(limits.max_connections_per_client)"
-        )
-        self.transport.write(_plain(_TOO_MANY, message))
+        self.transport.write(_plain(_TOO_MANY, over_connections_text(self.clients.max_connections)))
         self.transport.close()
 
     def _uncount(self) -> None:
@@ -330,6 +332,9 @@ class GuardedProtocol(HttpToolsProtocol):
         self._client_gone()
 
 
-def guarded_protocol(limits: ConnectionLimits, clients: ClientTable | None = None) -> type[GuardedProtocol]:
-    """The protocol class for uvicorn.Config(http=...), with these limits (and these clients' connection caps)."""
-    return type("KgserveProtocol", (GuardedProtocol,), {"limits": limits, "clients": clients})
+def guarded_protocol(
+    limits: ConnectionLimits, clients: ClientTable | None = None, proxies: TrustedProxies | None = None
+) -> type[GuardedProtocol]:
+    """The protocol class for uvicorn.Config(http=...), with these limits (and these clients' connection caps, which
+    the connections of these trusted proxies are left out of)."""
+    return type("KgserveProtocol", (GuardedProtocol,), {"limits": limits, "clients": clients, "proxies": proxies})

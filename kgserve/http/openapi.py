@@ -189,7 +189,8 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
                 "more queries in flight than limits.max_inflight_queries, or than one client may have "
                 "(limits.max_inflight_per_client), or more bytes of work in flight than the memory budget lets it "
                 "(limits.memory_budget_bytes, limits.memory_per_client_bytes); or more open connections from this "
-                "address than limits.max_connections_per_client (a text/plain answer, the connection closed): "
+                "address than limits.max_connections_per_client (a text/plain answer, the connection closed; behind "
+                "a proxy of server.trusted_proxies: requests in progress per forwarded client, the connection kept): "
                 "nothing queues, retry later",
                 {
                     "overloaded": _line(

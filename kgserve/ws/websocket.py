@@ -56,10 +56,12 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
     started = time.perf_counter()
     connection_id = uuid.uuid4().hex
     path = websocket.url.path
+    # client=<address> behind a trusted proxy (kgserve.forwarded), first among the access line's extras
+    noted: dict[str, Any] = dict((websocket.scope.get("state") or {}).get("log_extra") or {})
     authorization, token = websocket.headers.get("authorization"), websocket.query_params.get("token")
     if not auth.allows_websocket(authorization, token):
         await _deny(websocket, 401, "kgserve: missing or wrong token (Authorization: Bearer <token>, or ?token=)")
-        _access(connection_id, path, "unauthorized", started, {})
+        _access(connection_id, path, "unauthorized", started, noted)
         return
     credential = (auth.bearer(authorization) or auth.identify(token)) if auth.identifies else None
     try:
@@ -68,7 +70,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         )
     except UnknownClass as exc:
         await _deny(websocket, 400, f"kgserve: priority_class: {exc}")
-        _access(connection_id, path, "rejected", started, {})
+        _access(connection_id, path, "rejected", started, noted)
         return
     await websocket.accept()
     metrics.websocket_opened()
@@ -82,7 +84,7 @@ async def websocket_endpoint(websocket: WebSocket) -> None:
         await connection.shutdown()
         seconds = time.perf_counter() - started
         metrics.websocket_closed(outcome, seconds)
-        _access(connection_id, path, outcome, started, {**connection.counts, "priority_class": klass})
+        _access(connection_id, path, outcome, started, {**noted, **connection.counts, "priority_class": klass})
 
 
 def _access(connection_id: str, path: str, outcome: str, started: float, extra: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from http import HTTPStatus
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -27,7 +28,7 @@ from kgbench.targets.kgserve_process import engine_pids, kgserve_running
 from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
 from kgserve.haproxy import BACKEND_HEADER, kgserve_commands, render_cfg
 from kgserve.settings import ConfigError, load_settings
-from tests.conftest import REPO
+from tests.conftest import REPO, analysis_query
 
 needs_haproxy = pytest.mark.skipif(haproxy_binary() is None, reason="haproxy is not installed (apt install haproxy)")
 
@@ -41,6 +42,8 @@ def test_cfg_follows_the_runtime_config() -> None:
     assert "inter 500ms fall 2 rise 2" in text
     response_ms = int((settings.limits.deadline_s + settings.server.grace_period_s + 10) * 1000)
     assert f"timeout server {response_ms}ms" in text and "timeout tunnel" in text
+    # kgserve learns each client's address (server.trusted_proxies), never one the client wrote itself
+    assert "http-request del-header X-Forwarded-For\n    option forwardfor\n" in text
 
 
 @needs_haproxy
@@ -213,3 +216,56 @@ def test_a_balancer_without_backends_is_a_clear_error(tmp_path: Path) -> None:
     config.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=r"balancer\.backends"):
         load_settings(config)
+
+
+@pytest.mark.slow
+@needs_haproxy
+def test_clients_behind_haproxy_are_told_apart(tmp_path: Path, kgserve_process: Any) -> None:
+    """kgserve trusting the balancer (127.0.0.1) caps each client by the address HAProxy saw (the clients connect
+    from 127.0.1.x), whatever X-Forwarded-For a client sends itself."""
+    data = sim_settings(1).model_dump(mode="json")
+    data["server"].update(trusted_proxies=["127.0.0.1"])
+    data["limits"].update(max_inflight_per_client=1)
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump(data, sort_keys=False))
+    server = kgserve_process(config, {"KGSERVE_SIM_SPEED": "1"})
+    server.wait_listening()
+    server.wait_ready()
+    port = int(str(server.url).rsplit(":", 1)[1])
+    haproxy = HAProxyProcess(with_balancer(load_settings(config), free_port(), [("127.0.0.1", port)]), tmp_path)
+    small = json.dumps(analysis_query("small", size=9, max_visits=5))
+    ponder = [json.dumps(analysis_query(f"p{i}", moves=[["B", "Q4"]], max_visits=10_000_000)) for i in range(2)]
+
+    async def post(source: str, forged: str) -> httpx.Response:
+        transport = httpx.AsyncHTTPTransport(local_address=source)
+        async with httpx.AsyncClient(transport=transport, timeout=60) as client:
+            return await client.post(haproxy.url + "/analysis", content=small, headers={"x-forwarded-for": forged})
+
+    async def scenario() -> None:
+        ws_url = haproxy.url.replace("http://", "ws://") + "/ws"
+        headers = {"X-Forwarded-For": "203.0.113.1"}
+        async with connect(ws_url, additional_headers=headers, local_addr=("127.0.1.7", 0), open_timeout=30) as ws:
+            for text in ponder:  # 127.0.1.7's one slot taken, its second query refused
+                await ws.send(text)
+            refusal: dict[str, Any] = {}
+            async with asyncio.timeout(60):
+                while "error" not in refusal:  # past the warning line of the clamped visits
+                    refusal = json.loads(await ws.recv())
+            assert refusal["id"] == "p1" and "limits.max_inflight_per_client" in refusal["error"], refusal
+            same = await post("127.0.1.7", "203.0.113.50")  # it cannot claim to be someone else
+            assert same.status_code == 429 and "limits.max_inflight_per_client" in same.text
+            other = await post("127.0.1.8", "127.0.1.7")  # nor can another client claim to be it
+            assert other.status_code == 200, other.text
+            # a client on the balancer's own (trusted) address: what it wrote is dropped by HAProxy, not believed
+            local = await post("127.0.0.1", "127.0.1.7")
+            assert local.status_code == 200, local.text
+            await ws.send(json.dumps({"id": "all", "action": "terminate_all"}))
+
+    try:
+        haproxy.start()
+        assert haproxy.wait_status("kgserve0", "UP", 30), haproxy.backend_stats()
+        asyncio.run(scenario())
+    finally:
+        haproxy.stop()
+        server.stop()
+    assert " client=127.0.1.8 " in server.text() and "client=203.0.113" not in server.text()

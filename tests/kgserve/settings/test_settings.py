@@ -84,3 +84,18 @@ def test_missing_file_and_bad_yaml_are_clear(tmp_path: Path) -> None:
     bad.write_text("server: [unclosed\n")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_settings(bad)
+
+
+def test_trusted_proxies_are_checked_and_normalised(tmp_path: Path) -> None:
+    assert load_settings().server.trusted_proxies == []  # shipped: the header is ignored
+    good = DEFAULT_CONFIG_PATH.read_text().replace(
+        "  trusted_proxies: []", '  trusted_proxies: [10.0.0.5, "10.1.0.0/16", "2001:DB8::/32"]'
+    )
+    (tmp_path / "good.yaml").write_text(good)
+    proxies = load_settings(tmp_path / "good.yaml").server.trusted_proxies
+    assert proxies == ["10.0.0.5/32", "10.1.0.0/16", "2001:db8::/32"]
+    for wrong, says in (("10.0.0.0/33", "10.0.0.0/33"), ("10.0.0.5/24", "host bits set"), ("balancer", "balancer")):
+        (tmp_path / "bad.yaml").write_text(good.replace("10.0.0.5,", f"{wrong!r},"))
+        with pytest.raises(ConfigError, match=r"server\.trusted_proxies") as error:
+            load_settings(tmp_path / "bad.yaml")
+        assert "is not an IP address or CIDR network" in str(error.value) and says in str(error.value)
