@@ -12,8 +12,8 @@
 - `close(grace_s)`: terminate_all, close stdin, wait `grace_s`, SIGTERM, SIGKILL. Every stream is settled
   (finished or EngineDied) on every exit path.
 - `start_probe()`: liveness, an internal query_version answered in time (the watchdog,
-  kgserve.engine.watchdog, sets `suspect` / `frozen`); `take_back_unstarted()` and `adopt(stream)` move a frozen
-  engine's queries that have had no line yet to another engine.
+  kgserve.engine.watchdog, sets `suspect`, and its slot's state `frozen`); `take_back_unstarted()` and
+  `adopt(stream)` move a frozen engine's queries that have had no line yet to another engine.
 """
 
 from __future__ import annotations
@@ -66,10 +66,9 @@ class Engine:
         self.model: str | None = None
         self.git_hash: str | None = None
         self.start_s: float | None = None  # spawn -> ready line, seconds
-        # set by its watchdog (kgserve.engine.watchdog): silent with queries pending (a probe is out), or frozen
-        # (a probe was answered late): the pool sends new queries elsewhere (a frozen engine gets none at all)
+        # set by its watchdog (kgserve.engine.watchdog): silent with queries pending (a probe is out): the pool sends
+        # new queries elsewhere; a frozen one (a probe answered late) is its slot's state "frozen" and gets none at all
         self.suspect = False
-        self.frozen = False
         self.process = EngineProcess(
             list(spec.argv),
             label=spec.label,

@@ -93,11 +93,10 @@ class Watchdog:
             engine.label,
             late_s,
         )
-        engine.frozen = True
         self._on_frozen(engine)
         if await self._answered(answer, self.settings.liveness_timeout_s - late_s, last=True):
             log.warning("%s answered query_version again: it takes queries again", engine.label)
-            engine.frozen = engine.suspect = False
+            engine.suspect = False
             self._on_thawed(engine)
             return None
         if engine.exited or self._closing():
