@@ -147,6 +147,9 @@ def apply_classes(
 ) -> list[Query]:
     """One request's queries, each moved into its class's band; `in_flight`: the queries their client already
     has in flight per class, whose levels the request's queries continue (None: no levels, fairness off)."""
+    if len(queries) == 1:  # the common request: its level is the client's count, nothing to order
+        level = in_flight.get(classes[0], 0) if in_flight is not None else 0
+        return [apply_class(queries[0], classes[0], level)]
     mapped = list(queries)
     for klass in set(classes):
         indices = [index for index, each in enumerate(classes) if each == klass]
