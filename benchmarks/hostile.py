@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import os
 import resource
+import statistics
 import sys
 import tempfile
 import time
@@ -56,6 +57,7 @@ class AttackResult:
     probes_ok: int = 0
     probes: int = 0
     probe_worst_s: float = 0.0
+    probe_times: list[float] = field(default_factory=list)  # each probe's time, answered or not
     outcome: Outcome = field(default_factory=Outcome)
     probed: bool = True
     inflight_zero: bool = False
@@ -87,6 +89,8 @@ def _config(settings: Settings, directory: Path, args: argparse.Namespace) -> Pa
     data["priority"]["interactive_token_env"] = "KGSERVE_HOSTILE_INTERACTIVE"
     if args.max_inflight is not None:
         data["limits"]["max_inflight_queries"] = args.max_inflight
+    if args.no_fairness:
+        data["priority"]["fairness"] = False
     path = directory / "kgserve_hostile.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
@@ -150,7 +154,8 @@ async def probe(url: str, stop: asyncio.Event, result: AttackResult) -> None:
                     await response.read()
                     if response.status == 200:
                         result.probes_ok += 1
-            result.probe_worst_s = max(result.probe_worst_s, time.monotonic() - started)
+            result.probe_times.append(time.monotonic() - started)
+            result.probe_worst_s = max(result.probe_times)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
 
@@ -329,7 +334,8 @@ def render_row(r: AttackResult) -> str:
     out = r.outcome
     if not r.ran:
         return f"| {r.name} | {r.what} | - | - | - | - | - | not run ({'; '.join(r.notes)}) |"
-    served = f"{r.probes_ok}/{r.probes} (worst {r.probe_worst_s:.2f} s)" if r.probed else "its own figures"
+    median = f"median {statistics.median(r.probe_times):.2f} s, " if r.probe_times else ""
+    served = f"{r.probes_ok}/{r.probes} ({median}worst {r.probe_worst_s:.2f} s)" if r.probed else "its own figures"
     settled = f"{'yes' if r.inflight_zero else 'NO'} ({r.settle_s:.1f} s)" if r.settle_s else "n/a"
     closed = f"{out.closed}/{out.opened}" if out.opened is not None else "n/a"
     before = "-" if r.rss_before is None else f"{r.rss_before:.0f}"
@@ -357,6 +363,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--never-read-seconds", type=float, default=60.0)
     p.add_argument("--frozen-seconds", type=float, default=15.0)
     p.add_argument("--max-inflight", type=int, default=None, help="limits.max_inflight_queries (default: shipped)")
+    p.add_argument("--no-fairness", action="store_true", help="priority.fairness false (the levels off), to compare")
     p.add_argument("--memory-queries", type=int, default=1000)
     p.add_argument("--memory-query-bytes", type=int, default=1_000_000)
     p.add_argument("--memory-clients", type=int, default=1, help="addresses the ~1 MB queries come from")

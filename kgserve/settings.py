@@ -172,6 +172,9 @@ class PrioritySettings(_Strict):
     interactive_share: int = Field(16, ge=0)
     # ...unless it presents one of the tokens in this environment variable (comma-separated; null: none)
     interactive_token_env: str | None = None
+    # inside its class, a query steps down one level per query its client already has in flight there, so the
+    # engine starts every client's first query before anyone's second (false: callers' priorities alone)
+    fairness: bool = True
 
 
 class ReleaseNetwork(_Strict):

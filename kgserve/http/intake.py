@@ -21,7 +21,13 @@ from kgserve.admission.budget import query_cost
 from kgserve.admission.checks import CheckedQuery, check_query, classify_all
 from kgserve.admission.clients import Client, client_key
 from kgserve.admission.limits import Refusal
-from kgserve.admission.priority import PriorityClass, UnknownClass, apply_class, parse_class
+from kgserve.admission.priority import (
+    PriorityClass,
+    UnknownClass,
+    apply_classes,
+    in_flight_by_class,
+    parse_class,
+)
 from kgserve.context import ServeContext
 from kgserve.http.analysis import AnalysisResponse, plain_ndjson, refusal
 from kgserve.http.limits import (
@@ -84,11 +90,14 @@ class _Checked:
         self.demoted = 0  # asked for interactive, past the client's share: run as batch
 
 
-async def _check_lines(lines: list[bytes], size: int, ctx: ServeContext, klass: PriorityClass, share: int) -> _Checked:
+async def _check_lines(
+    lines: list[bytes], size: int, ctx: ServeContext, klass: PriorityClass, share: int, client: Client
+) -> _Checked:
     """The lines after the per-query checks; `share`: how many more interactive queries the client may have."""
     limits = ctx.settings.limits
     with_classes = bool(ctx.settings.priority.classes)
     checked = _Checked()
+    classes: list[PriorityClass] = []
     for item in await classify_all(lines, size):
         result = check_query(item, limits, ctx.cfg_visits) if isinstance(item, Query) else item
         if not isinstance(result, CheckedQuery):
@@ -105,10 +114,19 @@ async def _check_lines(lines: list[bytes], size: int, ctx: ServeContext, klass: 
                 else:
                     checked.demoted += 1
                     query_class = "batch"
-            query = apply_class(query, query_class)
+            classes.append(query_class)
         checked.queries.append(query)
         checked.clamped = checked.clamped or result.clamped
+    if with_classes:
+        checked.queries = apply_classes(checked.queries, classes, _in_flight(ctx, client))
     return checked
+
+
+def _in_flight(ctx: ServeContext, client: Client) -> dict[PriorityClass, int] | None:
+    """The client's queries in flight per class, which the levels of its next ones continue (None: fairness off)."""
+    if not ctx.settings.priority.fairness:
+        return None
+    return in_flight_by_class(client.inflight, client.interactive)
 
 
 class _Refused(Exception):
@@ -225,7 +243,7 @@ async def _analysis(
         return refused.response
     limits = ctx.settings.limits
     share = _interactive_share(ctx, client, state) if klass == "interactive" else 0
-    checked = await _check_lines(lines, len(body), ctx, klass, share)
+    checked = await _check_lines(lines, len(body), ctx, klass, share, client)
     queries = checked.queries
     _note(state, queries=len(queries), rejected=len(checked.rejections), priority_class=klass)
     headers = {"x-visits-clamped": str(limits.max_visits)} if checked.clamped else {}

@@ -15,7 +15,7 @@ from kgserve.admission.budget import query_cost
 from kgserve.admission.checks import CheckedQuery, check_query, search_visits
 from kgserve.admission.clients import Client
 from kgserve.admission.limits import Refusal, Ticket
-from kgserve.admission.priority import PriorityClass, apply_class
+from kgserve.admission.priority import PriorityClass, apply_class, in_flight_by_class
 from kgserve.auth import Credential
 from kgserve.context import ServeContext
 from kgserve.engine.errors import failure_text
@@ -86,8 +86,12 @@ class ConnectionQueries:
         if self.klass == "interactive" and not interactive:
             self.counts["demoted"] += 1
         admitted = checked.query
-        if self.ctx.settings.priority.classes:
-            admitted = apply_class(admitted, "interactive" if interactive else "batch")
+        priority = self.ctx.settings.priority
+        if priority.classes:
+            klass: PriorityClass = "interactive" if interactive else "batch"
+            # its level: the client's queries already in flight in its class (kgserve.admission.priority)
+            level = in_flight_by_class(self.client.inflight, self.client.interactive)[klass] if priority.fairness else 0
+            admitted = apply_class(admitted, klass, level)
         refusal = self._refusal(admitted, line_bytes, int(interactive))
         if refusal is not None:
             self.counts["refused"] += 1

@@ -15,12 +15,14 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from tests.conftest import analysis_query
+from tests.helpers.http import metric_value
 from tests.katago.conftest import RealKatago, start_kgserve, tier_config
 
 pytestmark = pytest.mark.katago
 
 MOVES = [["B", "Q16"], ["W", "D4"], ["B", "Q4"]]
 WAIT_S = 120.0
+OUTSTANDING = "kgserve_engine_outstanding_visits"
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +38,12 @@ def server(tmp_path_factory: pytest.TempPathFactory, real_katago: RealKatago) ->
     process.stop()
 
 
-def query(caller_id: str, visits: int, **extra: Any) -> dict[str, Any]:
-    return analysis_query(caller_id, moves=MOVES, max_visits=visits, **extra)
+def query(caller_id: str, visits: int, *, position: int = 0, **extra: Any) -> dict[str, Any]:
+    """A query of MOVES, with a White move more for `position` > 0: queries whose order of answers is compared
+    search positions of their own, or KataGo's NN cache makes the later searches take milliseconds and their
+    answers race each other across connections."""
+    moves = [*MOVES, ["W", f"{'CDEFGHJKLMN'[position - 1]}17"]] if position else MOVES
+    return analysis_query(caller_id, moves=moves, max_visits=visits, **extra)
 
 
 async def final_of(ws: ClientConnection, caller_id: str) -> list[dict[str, Any]]:
@@ -70,7 +76,7 @@ async def test_an_interactive_query_overtakes_queued_batch_work(server: Any) -> 
     async with httpx.AsyncClient(base_url=server.url, timeout=WAIT_S) as client:
 
         async def batch(caller_id: str) -> None:
-            body = json.dumps(query(caller_id, 20))
+            body = json.dumps(query(caller_id, 20, position=1 + int(caller_id[-1])))
             response = await client.post("/analysis", content=body, headers={"x-priority-class": "batch"})
             assert response.status_code == 200, response.text
             finished.append(caller_id)
@@ -85,7 +91,7 @@ async def test_an_interactive_query_overtakes_queued_batch_work(server: Any) -> 
             for index in range(2):  # in KataGo's queue, in this order: each is written to its stdin before the next
                 queued.append(asyncio.create_task(batch(f"batch{index}")))
                 await _until_sent_to_engine(client, 100_000 + 20 * (index + 1))
-            await user.send(json.dumps(query("interactive", 20)))  # interactive: the WebSocket's default
+            await user.send(json.dumps(query("interactive", 20, position=3)))  # interactive: the WebSocket's default
             await _until_sent_to_engine(client, 100_000 + 3 * 20)
             await asyncio.sleep(0.5)  # kgserve wrote them to KataGo's stdin: give its reader thread time to queue them
             await holder.send(json.dumps({"id": "stop", "action": "terminate", "terminateId": "busy"}))
@@ -94,6 +100,49 @@ async def test_an_interactive_query_overtakes_queued_batch_work(server: Any) -> 
             await asyncio.gather(*queued)
     # the freed thread took the interactive query although both batch queries arrived before it
     assert finished == ["interactive", "batch0", "batch1"]
+
+
+async def test_another_clients_query_overtakes_one_clients_queued_backlog(server: Any) -> None:
+    """Fairness levels (kgserve.admission.priority) on the real engine: its queue honours them, the priorities
+    appended to the client's own bytes included."""
+    finished: list[str] = []
+    hog_url = server.url.replace("http://", "ws://") + "/ws?priority_class=batch"
+    transport = httpx.AsyncHTTPTransport(local_address="127.0.1.8")  # a client of its own, whatever ran before
+    async with (
+        httpx.AsyncClient(base_url=server.url, timeout=WAIT_S, transport=transport) as newcomer,
+        connect(hog_url, open_timeout=30, local_addr=("127.0.1.7", 0)) as hog,
+    ):
+        async with asyncio.timeout(WAIT_S):  # the visits waited for below are this test's alone
+            while True:
+                text = (await newcomer.get("/metrics")).text
+                if not metric_value(text, "kgserve_inflight_queries") + metric_value(text, OUTSTANDING):
+                    break
+                await asyncio.sleep(0.05)
+        await hog.send(json.dumps(query("busy", 100_000, reportDuringSearchEvery=0.1)))  # takes the only thread
+        async with asyncio.timeout(WAIT_S):
+            while json.loads(await hog.recv()).get("isDuringSearch") is not True:
+                pass
+        for index in range(4):
+            await hog.send(json.dumps(query(f"hog{index}", 20, position=2 + index)))
+        await _until_sent_to_engine(newcomer, 100_000 + 4 * 20)
+
+        async def newcomers_query() -> None:
+            response = await newcomer.post("/analysis", content=json.dumps(query("newcomer", 20, position=1)))
+            assert response.status_code == 200, response.text
+            finished.append("newcomer")
+
+        task = asyncio.create_task(newcomers_query())
+        await _until_sent_to_engine(newcomer, 100_000 + 5 * 20)
+        await asyncio.sleep(0.5)  # kgserve wrote it to KataGo's stdin: give its reader thread time to queue it
+        await hog.send(json.dumps({"id": "stop", "action": "terminate", "terminateId": "busy"}))
+        async with asyncio.timeout(WAIT_S):
+            while len([name for name in finished if name.startswith("hog")]) < 4:
+                line = json.loads(await hog.recv())
+                if line.get("isDuringSearch") is False and line["id"].startswith("hog"):
+                    finished.append(line["id"])
+        await task
+    # the freed thread took the newcomer's query, its client's first, before the hog's second to fifth
+    assert finished[0] == "newcomer" and finished[1:] == ["hog0", "hog1", "hog2", "hog3"]
 
 
 async def test_websocket_actions_reach_the_real_engine(server: Any) -> None:

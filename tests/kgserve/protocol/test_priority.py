@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import get_args
 
 import pytest
@@ -17,7 +18,7 @@ from kgserve.admission.priority import (
     class_priority,
     parse_class,
 )
-from kgserve.katago.protocol import Query, classify_line
+from kgserve.katago.protocol import Query, classify_line, engine_line
 
 KATAGO_LIMIT = 0x3FFFFFFFFFFFFFFF  # KataGo refuses priorities beyond +-(2^62 - 1)
 
@@ -99,13 +100,16 @@ def test_every_value_katago_accepts_lands_in_its_class_band(text: str, klass: Pr
         assert mapped.body["priorities"] == [offset + value for value in read]
     else:
         assert mapped.body["priority"] == offset + read
-    assert mapped.raw is None  # the engine gets the mapped body
+    # the engine gets the mapped value: appended to the client's own bytes, the last of the duplicate keys
+    sent = json.loads(engine_line(mapped, "kgq1"))
+    assert (
+        sent["priorities" if isinstance(read, list) else "priority"]
+        == mapped.body["priorities" if isinstance(read, list) else "priority"]
+    )
 
 
 @given(st.lists(st.one_of(st.floats(-4.6e18, 4.6e18), st.integers(-(2**64), 2**64)), min_size=1, max_size=4))
 def test_no_batch_priority_katago_accepts_outranks_an_interactive_one(values: list[float | int]) -> None:
-    import json
-
     from kgserve.katago.priorities import read_priorities
 
     text = json.dumps({"id": "a", "analyzeTurns": list(range(len(values))), "priorities": values})
