@@ -89,8 +89,8 @@ def _config(settings: Settings, directory: Path, args: argparse.Namespace) -> Pa
     data["priority"]["interactive_token_env"] = "KGSERVE_HOSTILE_INTERACTIVE"
     if args.max_inflight is not None:
         data["limits"]["max_inflight_queries"] = args.max_inflight
-    if args.no_fairness:
-        data["priority"]["fairness"] = False
+    if args.fairness:
+        data["priority"]["fairness"] = True
     path = directory / "kgserve_hostile.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
@@ -363,7 +363,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--never-read-seconds", type=float, default=60.0)
     p.add_argument("--frozen-seconds", type=float, default=15.0)
     p.add_argument("--max-inflight", type=int, default=None, help="limits.max_inflight_queries (default: shipped)")
-    p.add_argument("--no-fairness", action="store_true", help="priority.fairness false (the levels off), to compare")
+    p.add_argument("--fairness", action="store_true", help="priority.fairness true (the levels on; shipped off)")
     p.add_argument("--memory-queries", type=int, default=1000)
     p.add_argument("--memory-query-bytes", type=int, default=1_000_000)
     p.add_argument("--memory-clients", type=int, default=1, help="addresses the ~1 MB queries come from")

@@ -173,8 +173,10 @@ class PrioritySettings(_Strict):
     # ...unless it presents one of the tokens in this environment variable (comma-separated; null: none)
     interactive_token_env: str | None = None
     # inside its class, a query steps down one level per query its client already has in flight there, so the
-    # engine starts every client's first query before anyone's second (false: callers' priorities alone)
-    fairness: bool = True
+    # engine starts every client's first query before anyone's second (false: callers' priorities alone). Off by
+    # default: with it a client's own later query no longer overtakes its own backlog (KaTrain's node in view),
+    # which a one-person or KaTrain server needs; turn it on for a server shared by many batch clients
+    fairness: bool = False
 
 
 class ReleaseNetwork(_Strict):

@@ -32,6 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, real_katago: RealKatago) ->
         real_katago,
         cfg={"numAnalysisThreads": 1},
         limits={"max_visits": 100_000},
+        priority={"fairness": True},  # the fairness test's levels (off by default); interactive overtakes either way
     )
     process = start_kgserve(config)
     yield process
