@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import logging
 
 __all__ = ["MMAP_THRESHOLD", "trim_malloc", "tune_malloc"]
@@ -23,7 +24,9 @@ TRIM_THRESHOLD = 1 << 20
 ARENA_MAX = 2
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
+    # once per process: find_library runs `ldconfig -p` in a child, which trim_malloc must not do on the event loop
     name = ctypes.util.find_library("c")
     if name is None:
         return None
