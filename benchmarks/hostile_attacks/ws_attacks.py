@@ -22,6 +22,7 @@ from benchmarks.hostile_attacks.common import (
     ws_frame,
 )
 from benchmarks.hostile_attacks.memory import RssSampler
+from kgserve.engine.errors import SHUTDOWN_TEXT
 
 __all__ = [
     "SHUTDOWN_TEXT",
@@ -32,8 +33,6 @@ __all__ = [
     "terminate_flood",
     "ws_query",
 ]
-
-SHUTDOWN_TEXT = "kgserve is shutting down: this query was terminated"
 
 
 def ws_query(caller_id: str, visits: int, **extra: Any) -> dict[str, Any]:

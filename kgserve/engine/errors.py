@@ -3,12 +3,14 @@ about them with `failure_text`).
 
 `EngineError` is the base: `EngineStartupError` (a process did not reach ready), `EngineDied` (it exited with
 queries in flight), `AbortTimeout` (it did not answer a terminate in time) and `NoEngineReady` (the pool has
-no ready engine to take a query).
+no ready engine to take a query). `SHUTDOWN_TEXT`: the error line of a query kgserve itself ends when it shuts
+down, the same over HTTP and WebSocket.
 """
 
 from __future__ import annotations
 
 __all__ = [
+    "SHUTDOWN_TEXT",
     "AbortTimeout",
     "EngineDied",
     "EngineError",
@@ -17,6 +19,8 @@ __all__ = [
     "exit_how",
     "failure_text",
 ]
+
+SHUTDOWN_TEXT = "kgserve is shutting down: this query was terminated"
 
 
 class EngineError(Exception):

@@ -19,7 +19,7 @@ from starlette.types import Receive, Scope, Send
 
 from kgserve.admission.limits import Admission, Ticket
 from kgserve.engine.client import EngineClient
-from kgserve.engine.errors import failure_text
+from kgserve.engine.errors import SHUTDOWN_TEXT, failure_text
 from kgserve.engine.stream import Listener, QueryStream
 from kgserve.http.httpguard import abort_connection, on_disconnect, writes_holder
 from kgserve.http.outbox import Outbox
@@ -60,7 +60,6 @@ class EventChannel(Generic[T]):
 
 
 Event = tuple[str, int, Any]  # (kind, query index or -1, payload)
-SHUTDOWN_TEXT = "kgserve is shutting down: this query was terminated"
 
 
 def is_analysis_line(line: bytes) -> bool:

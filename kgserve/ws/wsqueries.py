@@ -18,14 +18,13 @@ from kgserve.admission.limits import Refusal, Ticket
 from kgserve.admission.priority import PriorityClass, apply_class, in_flight_by_class
 from kgserve.auth import Credential
 from kgserve.context import ServeContext
-from kgserve.engine.errors import failure_text
+from kgserve.engine.errors import SHUTDOWN_TEXT, failure_text
 from kgserve.katago.protocol import Query, Rejected, dump_compact, error_line
 from kgserve.metrics import Metrics
 from kgserve.ws.sendbuffer import SendBuffer
 
 __all__ = ["SHUTDOWN_TEXT", "ConnectionQueries"]
 
-SHUTDOWN_TEXT = "kgserve is shutting down: this query was terminated"
 DRAINING_TEXT = "kgserve is shutting down: it takes no new query"
 log = logging.getLogger("kgserve.websocket")
 
