@@ -91,14 +91,18 @@ class _Checked:
 
 
 async def _check_lines(
-    lines: list[bytes], size: int, ctx: ServeContext, klass: PriorityClass, share: int, client: Client
+    lines: list[bytes], size: int, ctx: ServeContext, klass: PriorityClass, client: Client, state: dict[str, Any]
 ) -> _Checked:
-    """The lines after the per-query checks; `share`: how many more interactive queries the client may have."""
+    """The lines after the per-query checks, the interactive ones within the client's share."""
     limits = ctx.settings.limits
     with_classes = bool(ctx.settings.priority.classes)
     checked = _Checked()
     classes: list[PriorityClass] = []
-    for item in await classify_all(lines, size):
+    items = await classify_all(lines, size)  # a big body is parsed on a thread: other requests run meanwhile
+    # the share after that await: from here to admit() nothing awaits, so the client's count is current and this
+    # request's interactive queries are charged to it before another request of the client reads it
+    share = _interactive_share(ctx, client, state) if klass == "interactive" else 0
+    for item in items:
         result = check_query(item, limits, ctx.cfg_visits) if isinstance(item, Query) else item
         if not isinstance(result, CheckedQuery):
             checked.rejections.append(result.error_line)
@@ -137,7 +141,10 @@ class _Refused(Exception):
 
 
 def _over(refused: Refusal, *, close: bool = False) -> _Refused:
-    headers = {"retry-after": str(RETRY_AFTER_S), **({"connection": "close"} if close else {})}
+    # Retry-After only on a 429 (a cap that frees up): a 413 could never fit, and retrying it cannot help
+    headers = {"retry-after": str(RETRY_AFTER_S)} if refused.status == 429 else {}
+    if close:
+        headers["connection"] = "close"
     return _Refused(refusal(refused.status, refused.message, headers))
 
 
@@ -242,8 +249,7 @@ async def _analysis(
     except _Refused as refused:
         return refused.response
     limits = ctx.settings.limits
-    share = _interactive_share(ctx, client, state) if klass == "interactive" else 0
-    checked = await _check_lines(lines, len(body), ctx, klass, share, client)
+    checked = await _check_lines(lines, len(body), ctx, klass, client, state)
     queries = checked.queries
     _note(state, queries=len(queries), rejected=len(checked.rejections), priority_class=klass)
     headers = {"x-visits-clamped": str(limits.max_visits)} if checked.clamped else {}

@@ -141,6 +141,23 @@ def test_interactive_past_the_share_runs_as_batch_unless_credentialed(server: An
         assert batch.status_code == 200 and "x-priority-demoted" not in batch.headers
 
 
+async def test_concurrent_big_bodies_share_one_interactive_share(server: Any) -> None:
+    # bodies over 64 KiB are parsed on a thread, so three requests of one client are in kgserve at once: the share
+    # is read after that wait, and each request's interactive query is charged before the next reads it
+    def big(caller_id: str) -> bytes:
+        return json.dumps({**analysis_query(caller_id, size=9, max_visits=400), "pad": "x" * 70_000}).encode()
+
+    async with async_client_from("127.0.1.9") as client:
+        answers = await asyncio.gather(
+            *(
+                client.post(server.url + "/analysis", content=big(f"s{i}"), headers={"x-priority-class": "interactive"})
+                for i in range(SHARE + 1)
+            )
+        )
+    assert [response.status_code for response in answers] == [200] * (SHARE + 1)
+    assert sum(int(response.headers.get("x-priority-demoted", "0")) for response in answers) == 1  # share 2 of 3
+
+
 async def test_the_memory_budget_refuses_past_a_clients_share(server: Any) -> None:
     def padded(caller_id: str, size: int, visits: int) -> bytes:
         return json.dumps({**analysis_query(caller_id, size=9, max_visits=visits), "pad": "x" * size}).encode()
@@ -148,6 +165,7 @@ async def test_the_memory_budget_refuses_past_a_clients_share(server: Any) -> No
     async with async_client_from("127.0.1.4") as attacker:
         never = await attacker.post(server.url + "/analysis", content=padded("huge", 300_000, 5))
         assert never.status_code == 413 and "limits.memory_per_client_bytes" in never.text  # 4 x 300 KB > 1 MiB
+        assert "retry-after" not in never.headers  # it could never fit: nothing to retry
         long = [  # two queries of ~100 KB that run until cancelled: ~0.8 MB of the client's 1 MiB
             asyncio.create_task(attacker.post(server.url + "/analysis", content=padded(name, 100_000, 100_000)))
             for name in ("a", "b")
