@@ -82,8 +82,6 @@ class ConnectionQueries:
         interactive = self.klass == "interactive" and (
             self.interactive_unbounded or self.client.interactive < self.ctx.settings.priority.interactive_share
         )
-        if self.klass == "interactive" and not interactive:
-            self.counts["demoted"] += 1
         admitted = checked.query
         priority = self.ctx.settings.priority
         if priority.classes:
@@ -96,6 +94,8 @@ class ConnectionQueries:
             self.counts["refused"] += 1
             self.metrics.websocket_query("refused")
             self.outbox.put(error_line(refusal, caller_id=query.caller_id))
+        elif self.klass == "interactive" and not interactive:  # runs, as batch: a refused query is not demoted
+            self.counts["demoted"] += 1
 
     def _refusal(self, query: Query, line_bytes: int, interactive: int) -> str | None:
         """Admit and start the query; why it was refused (None: it runs)."""
