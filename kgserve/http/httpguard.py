@@ -337,10 +337,11 @@ class GuardedProtocol(HttpToolsProtocol):
     def _drop_unread_bodies(self) -> None:
         """Free the body bytes uvicorn received for a request the app will not read any more (it refused the
         request before reading its body: 429 on its Content-Length, then close). The protocol, its cycle and its
-        transport refer to one another, so without this the bytes (up to ~256 KiB a connection: uvicorn's read
-        buffer past its 64 KiB pause mark) lived until the garbage collector's next full collection, long after
-        the burst: +15-19 MB of RSS after the second-round memory attack (docs/http-limits.md). Once the connection
-        is lost, receive() answers only http.disconnect, so nothing can read them."""
+        transport refer to one another, so without this the bytes (~120 KB a connection in the memory attack:
+        uvicorn pauses reading only past 64 KiB, after a read of up to 256 KiB) lived until the garbage collector's
+        next full collection, long after the burst and the budget's malloc_trim: 15-19 MB of RSS after the
+        second-round memory attack (docs/http-limits.md). Once the connection is lost, receive() answers only
+        http.disconnect, so nothing can read them."""
         if self.cycle is not None:
             self.cycle.body = bytearray()
         for cycle, _ in self.pipeline:
