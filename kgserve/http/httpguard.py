@@ -331,10 +331,10 @@ class GuardedProtocol(HttpToolsProtocol):
             self._stall_timer.cancel()
             self._stall_timer = None
         super().connection_lost(exc)
-        self._drop_unread_bodies()
+        self._drop_unread_body()
         self._client_gone()
 
-    def _drop_unread_bodies(self) -> None:
+    def _drop_unread_body(self) -> None:
         """Free the body bytes uvicorn received for a request the app will not read any more (it refused the
         request before reading its body: 429 on its Content-Length, then close). The protocol, its cycle and its
         transport refer to one another, so without this the bytes (~120 KB a connection in the memory attack:
@@ -343,9 +343,7 @@ class GuardedProtocol(HttpToolsProtocol):
         second-round memory attack (docs/http-limits.md). Once the connection is lost, receive() answers only
         http.disconnect, so nothing can read them."""
         if self.cycle is not None:
-            self.cycle.body = bytearray()
-        for cycle, _ in self.pipeline:
-            cycle.body = bytearray()
+            self.cycle.body = bytearray()  # (a pipelined request's body is left alone: its app still runs)
 
 
 def guarded_protocol(
