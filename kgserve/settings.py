@@ -147,7 +147,8 @@ class LimitsSettings(_Strict):
     max_inflight_per_client: int = Field(512, ge=1)  # over it: 429 / an error line
     max_connections_per_client: int = Field(64, ge=1)  # HTTP and WebSocket; over it: 429 and the connection closed
     max_partial_bytes_per_s: int = Field(4 << 20, ge=0)  # partial lines past this rate are not sent (0: no cap)
-    # bytes held for work in flight (kgserve.admission.budget): over it, 429 / an error line / a slow client dropped
+    # bytes held for work in flight (kgserve.admission.budget): over it, 429 / an error line / a slow client dropped;
+    # the budget's last 1/8 is kept for clients holding little (its reserve: a fraction, no key of its own)
     memory_budget_bytes: int = Field(256 << 20, ge=1 << 20)
     memory_per_client_bytes: int = Field(64 << 20, ge=1 << 20)
 

@@ -6,6 +6,7 @@ tell them apart. Behaviour only: the figures are benchmarks.hostile's."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 from collections.abc import Iterator
@@ -211,3 +212,53 @@ async def test_a_client_that_leaves_after_big_bodies_has_its_queries_ended(serve
     async with httpx.AsyncClient(timeout=60) as watcher, asyncio.timeout(30):
         while await inflight(watcher, server.url) > 0:  # noqa: ASYNC110
             await asyncio.sleep(0.1)
+
+
+async def test_a_client_holding_little_is_served_while_other_addresses_fill_the_budget(
+    tmp_path: Any, config_writer: Any, kgserve_process: Any
+) -> None:
+    """Issue 27: several addresses, each within its share, fill the all-clients budget between them; the budget's
+    reserve (kgserve.admission.budget) still lets in a client that holds next to nothing. Over /ws each attacker
+    sends queries of ~100 KB, then ~10 KB, then small ones, each size until refused, which leaves the budget full to
+    within one small query (without the reserve, on the code before it, the probe's request got 429)."""
+    config = config_writer(tmp_path, limits={"memory_budget_bytes": 4 << 20, "memory_per_client_bytes": 2 << 20})
+    process = kgserve_process(config, {"KGSERVE_SIM_SPEED": "1"})
+    process.wait_listening()
+    process.wait_ready()
+    ws_url = process.url.replace("http://", "ws://") + "/ws"
+    refusals: list[str] = []
+
+    async def admitted(ws: Any, caller_id: str, pad: int) -> bool:
+        """Send a long query with a `pad` field: True when it runs (the engine's warning about the field comes
+        back; within the visits cap kgserve itself says nothing), False when an error line refuses it."""
+        query = analysis_query(caller_id, moves=[["B", "Q4"]], max_visits=100_000, pad="x" * pad)
+        await ws.send(json.dumps(query))
+        async with asyncio.timeout(30):
+            line = json.loads(await ws.recv())
+        assert line["id"] == caller_id and ("warning" in line or "memory" in line["error"]), line
+        if "error" in line:
+            refusals.append(line["error"])
+        return "error" not in line
+
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            attackers = []
+            for index, address in enumerate(("127.0.1.6", "127.0.1.7", "127.0.1.8")):
+                ws = await stack.enter_async_context(
+                    connect(ws_url, max_size=None, local_addr=(address, 0), open_timeout=30)
+                )
+                attackers.append(ws)
+                for pad in (100_000, 10_000, 0):
+                    count = 0
+                    while await admitted(ws, f"a{index}-{pad}-{count}", pad):
+                        count += 1
+            async with httpx.AsyncClient(timeout=60) as everyone_else:
+                served = await everyone_else.post(process.url + "/analysis", content=SMALL)
+            assert served.status_code == 200, served.text
+            assert any("limits.memory_per_client_bytes" in text for text in refusals)  # the first is at its share
+            assert any("kept for clients holding less" in text for text in refusals)  # the second at the open part
+            assert not await admitted(attackers[0], "hog-again", 0)  # the reserve is not the hog's
+            for ws in attackers:
+                await ws.send(json.dumps({"id": "all", "action": "terminate_all"}))
+    finally:
+        process.stop()

@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from kgserve.app import create_app
+from kgserve.cli import uvicorn_config
 from kgserve.engine.errors import EngineDied, failure_text
 from kgserve.http.openapi import build_openapi
 
@@ -112,6 +113,35 @@ async def test_incomplete_body_gets_408(
     assert any("id=slowbody" in r.message and "outcome=body_timeout" in r.message for r in caplog.records)
     assert scripted_pool.streams == []
     assert "kgserve_inflight_queries 0.0" in metrics
+
+
+async def test_a_refused_body_is_let_go_with_its_connection(
+    settings_factory: Any, serve: Any, scripted_pool: Any
+) -> None:
+    # refused on its Content-Length (413 + close), the request's body is never read: the bytes uvicorn received
+    # for it must go with the connection, not wait in a reference cycle for the garbage collector (issue 27's
+    # memory attack left ~15-19 MB of them behind)
+    limits = {"memory_budget_bytes": 1 << 20, "memory_per_client_bytes": 1 << 20, "max_body_bytes": 4 << 20}
+    app = create_app(settings_factory(limits=limits), pool_factory=lambda s: scripted_pool)
+    seen: list[Any] = []
+    base: Any = uvicorn_config(app, app.state.kgserve.settings).http
+
+    class Watched(base):
+        def connection_made(self, transport: Any) -> None:
+            super().connection_made(transport)
+            seen.append(self)
+
+    async with serve(app, protocol=Watched) as url:
+        port = int(url.rsplit(":", 1)[1])
+        head = b"POST /analysis HTTP/1.1\r\nHost: x\r\nContent-Length: 2000000\r\n\r\n"
+        received, closed = await exchange(port, head + b"x" * 60_000)
+        async with asyncio.timeout(10):
+            while seen[0].transport is not None and not seen[0].transport.is_closing():  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # connection_lost runs on the loop after the close
+    assert received.startswith(b"HTTP/1.1 413 ") and closed, received[:200]
+    assert b"limits.memory_per_client_bytes" in received
+    assert seen[0].cycle is not None and len(seen[0].cycle.body) == 0
 
 
 async def test_keep_alive_connection_idles_out_and_cannot_slowloris_the_next_request(
