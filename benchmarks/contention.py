@@ -111,10 +111,10 @@ def _kgbench(folder: Path, args: Sequence[str], log: Path) -> int:
 
 
 def _promote(folder: Path) -> str:
-    config = folder / "runtime.yaml"
-    config.write_text((REPO / "runtime" / "config.yaml").read_text())
+    # the sweep's own runtime (a CPU sweep never goes into the tracked GPU runtime: promote refuses to cross),
+    # --dry-run: the verdict, written nowhere
     argv = [sys.executable, "-m", "kgbench.promote", "--tracking-uri", f"sqlite:///{folder / 'mlflow.db'}",
-            "--dry-run", "--config", str(config)]  # fmt: skip
+            "--dry-run", "--explain", "--runtime-dir", str(folder / "runtime")]  # fmt: skip
     done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300)
     return done.stdout + done.stderr
 
