@@ -40,7 +40,7 @@ __all__ = [
     "apply_class",
     "apply_classes",
     "class_priority",
-    "in_flight_by_class",
+    "fairness_levels",
     "own_priority",
     "parse_class",
     "request_levels",
@@ -77,9 +77,12 @@ def class_priority(klass: PriorityClass, own: int, level: int = 0) -> int:
     return CLASS_OFFSET[klass] + max(-BAND, min(BAND, own)) - min(max(0, level), LEVELS - 1) * LEVEL_STEP
 
 
-def in_flight_by_class(inflight: int, interactive: int) -> dict[PriorityClass, int]:
+def fairness_levels(inflight: int, interactive: int, *, enabled: bool) -> dict[PriorityClass, int] | None:
     """A client's queries in flight per class, from its counts (kgserve.admission.clients.Client): the levels its
-    next queries continue."""
+    next queries continue; None when fairness between clients is off (`priority.fairness`: every level 0). The one
+    place both front ends (HTTP intake, WebSocket) derive a query's level from."""
+    if not enabled:
+        return None
     return {"interactive": interactive, "batch": inflight - interactive}
 
 

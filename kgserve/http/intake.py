@@ -25,7 +25,7 @@ from kgserve.admission.priority import (
     PriorityClass,
     UnknownClass,
     apply_classes,
-    in_flight_by_class,
+    fairness_levels,
     parse_class,
 )
 from kgserve.context import ServeContext
@@ -122,15 +122,9 @@ async def _check_lines(
         checked.queries.append(query)
         checked.clamped = checked.clamped or result.clamped
     if with_classes:
-        checked.queries = apply_classes(checked.queries, classes, _in_flight(ctx, client))
+        in_flight = fairness_levels(client.inflight, client.interactive, enabled=ctx.settings.priority.fairness)
+        checked.queries = apply_classes(checked.queries, classes, in_flight)
     return checked
-
-
-def _in_flight(ctx: ServeContext, client: Client) -> dict[PriorityClass, int] | None:
-    """The client's queries in flight per class, which the levels of its next ones continue (None: fairness off)."""
-    if not ctx.settings.priority.fairness:
-        return None
-    return in_flight_by_class(client.inflight, client.interactive)
 
 
 class _Refused(Exception):

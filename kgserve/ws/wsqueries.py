@@ -15,7 +15,7 @@ from kgserve.admission.budget import query_cost
 from kgserve.admission.checks import CheckedQuery, check_query, search_visits
 from kgserve.admission.clients import Client
 from kgserve.admission.limits import Refusal, Ticket
-from kgserve.admission.priority import PriorityClass, apply_class, in_flight_by_class
+from kgserve.admission.priority import PriorityClass, apply_classes, fairness_levels
 from kgserve.auth import Credential
 from kgserve.context import ServeContext
 from kgserve.engine.errors import SHUTDOWN_TEXT, failure_text
@@ -87,8 +87,8 @@ class ConnectionQueries:
         if priority.classes:
             klass: PriorityClass = "interactive" if interactive else "batch"
             # its level: the client's queries already in flight in its class (kgserve.admission.priority)
-            level = in_flight_by_class(self.client.inflight, self.client.interactive)[klass] if priority.fairness else 0
-            admitted = apply_class(admitted, klass, level)
+            in_flight = fairness_levels(self.client.inflight, self.client.interactive, enabled=priority.fairness)
+            admitted = apply_classes([admitted], [klass], in_flight)[0]
         refusal = self._refusal(admitted, line_bytes, int(interactive))
         if refusal is not None:
             self.counts["refused"] += 1

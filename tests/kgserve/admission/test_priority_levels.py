@@ -16,7 +16,7 @@ from kgserve.admission.priority import (
     apply_class,
     apply_classes,
     class_priority,
-    in_flight_by_class,
+    fairness_levels,
     own_priority,
     request_levels,
 )
@@ -94,13 +94,14 @@ def test_levels_reach_the_engine_appended_to_the_clients_own_bytes() -> None:
 def test_apply_classes_continues_the_clients_levels_per_class() -> None:
     queries = [query(json.dumps({"id": name, "priority": own})) for name, own in (("a", 0), ("b", 5), ("c", 0))]
     classes: list[PriorityClass] = ["batch", "batch", "interactive"]
-    mapped = apply_classes(queries, classes, in_flight_by_class(inflight=10, interactive=4))
+    mapped = apply_classes(queries, classes, fairness_levels(10, 4, enabled=True))
     # batch: 6 in flight before; b (priority 5) first at level 6, then a at level 7; interactive: 4 before
     assert [each.body["priority"] for each in mapped] == [
         class_priority("batch", 0, 7),
         class_priority("batch", 5, 6),
         class_priority("interactive", 0, 4),
     ]
-    unfair = apply_classes(queries, classes, None)  # priority.fairness false: every query at level 0
+    assert fairness_levels(10, 4, enabled=False) is None  # priority.fairness false: no levels
+    unfair = apply_classes(queries, classes, None)  # every query at level 0
     assert [each.body["priority"] for each in unfair] == [0, 5, class_priority("interactive", 0)]
     assert unfair[0] is queries[0]
