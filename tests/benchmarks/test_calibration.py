@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import calibration
-from benchmarks.calibration import GRID, Point, capacity, spearman
+from benchmarks.calibration import cpu as calibration
+from benchmarks.calibration.cpu import GRID, Point, capacity, spearman
 from kgbench.enginepipe.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load_sync
 from kgserve.sim.model.throughput import predict_throughput
 from tests.conftest import SIM_MODEL

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.calibration_gpu import derive_from_run, main
-from benchmarks.calibration_gpu_data import Measurements, read_data, read_jsonl
-from benchmarks.calibration_gpu_fit import fit, hit_share, quality, round_profile, score
+from benchmarks.calibration.gpu import derive_from_run, main
+from benchmarks.calibration.gpu_data import Measurements, read_data, read_jsonl
+from benchmarks.calibration.gpu_fit import fit, hit_share, quality, round_profile, score
 from kgserve.sim.model.profiles import get_profile
 from tests.conftest import REPO
 

@@ -8,7 +8,7 @@ with a b40c768nbt network (the pinned architecture; a synthetic net of identical
 **Fitted** to what a lent H100 measured on 2026-11-25 (docs/data/gpu-h100-2026-11-25/: run 1's ``katago
 benchmark`` over 32-512 search threads with 1, 2 and 4 server threads and its closed-loop 100-visit loads on the
 analysis engine; the qualification's benchmark, its sweep through kgserve over nnMaxBatchSize and server threads, and
-its loads through kgserve and the engine's pipe) by ``python -m benchmarks.calibration_gpu`` (table, fit quality,
+its loads through kgserve and the engine's pipe) by ``python -m benchmarks.calibration.gpu`` (table, fit quality,
 a held-out check and the method in docs/throughput-model.md). What the fit found: a batch's device time is ~9 ms plus
 ~0.38 ms a row (a rate that tends to ~2,660 NN evals/s, 0.45 of the device's FP16 roofline); a search thread waits
 ~1.7 server cycles per evaluation; one server thread leaves the device idle ~5 ms a batch; the host's tree work, the
@@ -18,7 +18,7 @@ Device memory from NVML's peaks: ~1 GiB, plus ~0.71 GiB and 3 MiB per row of nnM
 thread.
 
 ``h200-b40c768`` (kind ``gpu``, the default): the same network on an NVIDIA H200 from a 32-core host. **Derived**
-from the H100 fit (``--derive h200``, ``benchmarks.calibration_gpu_derive``): the H200 has the H100's compute
+from the H100 fit (``--derive h200``, ``benchmarks.calibration.gpu_derive``): the H200 has the H100's compute
 (132 SMs, 989 TFLOP/s dense FP16; the same bf16 GEMM rate measured on both here) and faster memory (4.8 against
 3.35 TB/s; copies measured here 4.3 against 3.0 TB/s), so only the bandwidth-bound part of a batch's device time
 shrinks: x1.05 the H100's rate at large batches (range x1.00-x1.05), ~2,790 NN evals/s at most. No H200 has
@@ -91,7 +91,7 @@ H100_B40C768NBT = DeviceProfile(
     # fitted to both H100 runs of 2026-11-25 (docs/data/gpu-h100-2026-11-25/: run 1's benchmark and engine-pipe loads,
     # the b40c768nbt qualification's benchmark, sweep through kgserve and pipe loads), d2 held at 0 (the CUDA backend
     # picks its convolution algorithms per batch size; 128 and 256 measured alike):
-    #   cd docs/data/gpu-h100-2026-11-25 && python -m benchmarks.calibration_gpu --net b40 --fixed d2=0 \
+    #   cd docs/data/gpu-h100-2026-11-25 && python -m benchmarks.calibration.gpu --net b40 --fixed d2=0 \
     #     --data run1/results.jsonl qualify-b40c768nbt/results.json
     h0=0.0048,
     d0=0.00914,
@@ -120,7 +120,7 @@ H200_B40C768 = replace(
     device_name="NVIDIA H200 (simulated)",
     host_cores=32,  # the target node's; not measured (the H100 run's host never set the pace)
     # derived from H100_B40C768NBT (docs/throughput-model.md, "The H200 profile"):
-    #   python -m benchmarks.calibration_gpu (H100_B40C768NBT's command) --derive h200 --derive-name h200-b40c768
+    #   python -m benchmarks.calibration.gpu (H100_B40C768NBT's command) --derive h200 --derive-name h200-b40c768
     # only the device's batch costs change (its bandwidth); host terms, waits and memory terms are the H100 run's
     d0=0.00909,
     d1=0.000358,

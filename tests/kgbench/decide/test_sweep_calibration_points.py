@@ -1,8 +1,8 @@
-"""A kgbench sweep in MLflow read as GPU calibration points (benchmarks.calibration_gpu_data.read_sweep)."""
+"""A kgbench sweep in MLflow read as GPU calibration points (benchmarks.calibration.gpu_data.read_sweep)."""
 
 from __future__ import annotations
 
-from benchmarks.calibration_gpu_data import read_sweep
+from benchmarks.calibration.gpu_data import read_sweep
 
 from .conftest import Store
 

@@ -7,7 +7,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from benchmarks.calibration_grid import Point
+from benchmarks.calibration.grid import Point
 from kgbench.track.machine import machine_line
 
 __all__ = ["SETTING", "Row", "render", "resolved_pairs", "spearman"]

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.calibration_grid import Point
+from benchmarks.calibration.grid import Point
 from kgbench.decide.runs import DEFAULT_EXPERIMENT, find_sweep, make_client, sweep_children
 from kgserve.sim.benchmark import benchmark_max_batch
 

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import psutil
 
-from benchmarks.calibration_grid import GRID, Point, capacity, usable_cores
-from benchmarks.calibration_table import SETTING, Row, render, resolved_pairs, spearman
+from benchmarks.calibration.grid import GRID, Point, capacity, usable_cores
+from benchmarks.calibration.table import SETTING, Row, render, resolved_pairs, spearman
 from kgbench.enginepipe.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load_sync
 from kgbench.track.machine import machine_line
 from kgserve.sim.model.throughput import predict_throughput

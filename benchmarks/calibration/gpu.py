@@ -1,13 +1,13 @@
 """Fit the simulated engine's GPU profile to what a real GPU measured, and say how well it fits.
 
-``python -m benchmarks.calibration_gpu --data RESULTS.jsonl... [--net b40] [--sweep ID] [--save FIT.json]``
+``python -m benchmarks.calibration.gpu --data RESULTS.jsonl... [--net b40] [--sweep ID] [--save FIT.json]``
 
-Reads measured points (``benchmarks.calibration_gpu_data``: a device run's JSON lines and/or a kgbench sweep
-in MLflow), fits the base profile's GPU constants to them (``benchmarks.calibration_gpu_fit``), and prints the
+Reads measured points (``benchmarks.calibration.gpu_data``: a device run's JSON lines and/or a kgbench sweep
+in MLflow), fits the base profile's GPU constants to them (``benchmarks.calibration.gpu_fit``), and prints the
 table of measured against modelled figures, the fit's quality (Spearman rank correlation, worst per-point error)
 and the fitted constants as a ``DeviceProfile`` to paste into ``kgserve/sim/model/profiles.py``. ``--check`` scores the
 base profile as it is (no fit): what the tests hold the committed profile to. ``--derive`` then prints the profile
-of another card derived from the fitted one (``benchmarks.calibration_gpu_derive``); ``--holdout FILE...`` scores
+of another card derived from the fitted one (``benchmarks.calibration.gpu_derive``); ``--holdout FILE...`` scores
 the result on points it was not fitted to. Method and results:
 docs/throughput-model.md.
 """
@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from benchmarks.calibration_gpu_data import Measurements, read_data, read_sweep
-from benchmarks.calibration_gpu_derive import H100, H200, Derivation, derive
-from benchmarks.calibration_gpu_fit import Quality, Scored, fit, quality, round_profile, score
+from benchmarks.calibration.gpu_data import Measurements, read_data, read_sweep
+from benchmarks.calibration.gpu_derive import H100, H200, Derivation, derive
+from benchmarks.calibration.gpu_fit import Quality, Scored, fit, quality, round_profile, score
 from kgbench.nets.architectures import architecture
 from kgserve.sim.model.profiles import DeviceProfile, get_profile
 
@@ -128,7 +128,7 @@ def render_derivation(d: Derivation, target: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.calibration_gpu", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.calibration.gpu", description=__doc__.split("\n")[0])
     parser.add_argument(
         "--data", type=Path, nargs="*", default=[], help="a device run's results.jsonl, a qualification's results.json"
     )

@@ -22,8 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.calibration_gpu_data import BenchPoint, LoadPoint, Measurements, MemoryPoint
-from benchmarks.calibration_table import spearman
+from benchmarks.calibration.gpu_data import BenchPoint, LoadPoint, Measurements, MemoryPoint
+from benchmarks.calibration.table import spearman
 from kgserve.sim.model.profiles import DeviceProfile
 from kgserve.sim.model.throughput import SimParams, benchmark_figures, predict_throughput, steady_state
 
