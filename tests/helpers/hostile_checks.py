@@ -1,5 +1,5 @@
 """Hostile but valid queries (issue 12 and its komi follow-up), checked end to end against any engine behind
-kgserve: the simulated one (tests/kgserve/http/test_hostile_queries.py, test_rules_komi.py) and a real KataGo
+kgserve: the simulated one (tests/kgserve/http/hostile/test_hostile_queries.py, test_rules_komi.py) and a real KataGo
 (tests/katago/test_hostile.py, test_rules_komi.py)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Issue 12's hostile-but-valid queries with the real KataGo behind `python -m kgserve` (backend eigen): an
 escaped id, a BOM, analyzeTurns as KataGo converts it, the visits cap through overrideSettings and a
-non-string action. The checks are tests/kgserve/http/test_hostile_queries.py's, run against the real engine."""
+non-string action. The checks are tests/kgserve/http/hostile/test_hostile_queries.py's, run against the real engine."""
 
 from __future__ import annotations
 
