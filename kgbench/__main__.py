@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.search.optuna_sweeper import describe_search, rewrite_keys
 from kgbench.search.space import SearchError, parse_space
+from kgbench.search.start import FACTORS, KATAGO
 from kgbench.sweep import preflight, state
 from kgbench.sweep.job import context_from_hydra, run_job
 from kgbench.track.tracking import use_configured_uri
@@ -103,10 +104,15 @@ def show_space(args: Sequence[str]) -> int:
         space = parse_space([*rewrite_keys({str(k): str(v) for k, v in (params or {}).items()},  # type: ignore[union-attr]
                                            config_groups()), *task])  # fmt: skip
         sampler = OmegaConf.to_container(sweeper.sampler, resolve=True) if sweeper.get("sampler") else {}
+        start = sweeper.get("start", KATAGO)
+        start = OmegaConf.to_container(start, resolve=True) if isinstance(start, DictConfig) else start
+        budget_s = sweeper.get("budget_s")
+        lines = describe_search(space, int(sweeper.n_trials), sampler or {}, start,  # type: ignore[arg-type]
+                                {key: cfg.get(key) for key in FACTORS}, budget_s)  # fmt: skip
     except (SearchError, Exception) as exc:  # Hydra's composition errors: one line
         print(f"error: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
-    for line in describe_search(space, int(sweeper.n_trials), sampler or {}):  # type: ignore[arg-type]
+    for line in lines:
         print(line)
     return 0
 

@@ -24,14 +24,15 @@ from optuna.trial import TrialState
 
 from kgbench.search.space import SearchError, SearchSpace, trial_key
 
-__all__ = ["FAILED_ATTR", "PRUNED_ATTR", "PRUNER_ATTR", "REUSED_ATTR", "ask_new", "frozen_trial",
-           "make_pruner", "make_sampler", "measured_keys", "measured_trials", "open_storage", "open_study",
-           "reuse_earlier", "startup_trials", "tell_job", "trial_by_number"]  # fmt: skip
+__all__ = ["FAILED_ATTR", "JOB_S_ATTR", "PRUNED_ATTR", "PRUNER_ATTR", "REUSED_ATTR", "ask_new", "enqueue_start",
+           "frozen_trial", "make_pruner", "make_sampler", "measured_keys", "measured_trials", "open_storage",
+           "open_study", "reuse_earlier", "startup_trials", "tell_job", "trial_by_number"]  # fmt: skip
 
 PRUNER_ATTR = "kgbench.pruner"  # study: the pruner's settings, for the jobs
 PRUNED_ATTR = "kgbench.pruned_at_step"  # trial: set by the job when the pruner stopped it
 REUSED_ATTR = "kgbench.reused_from"  # trial: same params as this earlier trial, whose result it was told
 FAILED_ATTR = "kgbench.failed"  # trial: its job failed, told as the failed value
+JOB_S_ATTR = "kgbench.job_s"  # trial: its job's wall seconds (set by the job; by the sweeper if the job could not)
 
 
 def open_storage(journal: str | Path) -> JournalStorage:
@@ -151,6 +152,21 @@ def measured_trials(study: optuna.Study) -> int:
 def measured_keys(study: optuna.Study) -> set[tuple[object, ...]]:
     """The configs (``trial_key``) measured or being measured, whatever came of them."""
     return {trial_key(t.params) for t in study.get_trials(deepcopy=False) if REUSED_ATTR not in t.user_attrs}
+
+
+def enqueue_start(study: optuna.Study, params: Mapping[str, object]) -> int | None:
+    """Enqueue ``params`` (a start point, maybe partial: the sampler draws the other keys) as the next trial, unless
+    a trial that ran a job already agrees with it on every one of its keys: then that trial's number, nothing
+    enqueued (a study continued, or another worker's, does not measure its start twice)."""
+    for trial in study.get_trials(deepcopy=False):
+        if (
+            REUSED_ATTR not in trial.user_attrs
+            and trial.params
+            and all(trial.params.get(name) == value for name, value in params.items())
+        ):
+            return trial.number
+    study.enqueue_trial(dict(params), skip_if_exists=False)
+    return None
 
 
 def _pending_twin(study: optuna.Study, trial: optuna.Trial) -> int | None:

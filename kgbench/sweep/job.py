@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
+from kgbench.search.trial import record_job_seconds
 from kgbench.sweep import modes
 from kgbench.sweep.callbacks import (
     BOOKKEEPING,
@@ -184,9 +186,11 @@ def job_experiment(cfg: DictConfig) -> str:
 
 def run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
     """Run one job and record it. Never raises (except KeyboardInterrupt, after marking the run FAILED)."""
+    started = time.monotonic()
     try:
         return _run_job(cfg, ctx)
     finally:
+        record_job_seconds(cfg, time.monotonic() - started)  # a search's job-second budget (hydra.sweeper.budget_s)
         job_done()  # the sweep's bar and its ETA
 
 
