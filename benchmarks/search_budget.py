@@ -13,10 +13,13 @@ simulated engine's throughput model (kgserve.sim.model.throughput.predict_throug
 For every (sampler, budget) it reports over the seeds: the job-seconds spent against the grid's, and the fraction
 of the grid's optimum (true, noise-free req/s) that the search's pick reaches, with how many seeds came within 5%.
 Also ``tpe-10 (old)``: TPE with Optuna's 10 random start-up trials and a repeated config using up a trial, as the
-sweeper did before issue 28.
+sweeper did before issue 28. ``--starts katago none``: with and without the sweeper's start from KataGo's advice
+(kgbench.search.start, enqueued as the first trial as the sweeper does); ``--budget-share F``: the budget in
+job-seconds, F of the grid's (kgbench.search.budget's rule, the modelled job-seconds), ``n_trials`` the cap.
 
     python -m benchmarks.search_budget --space cpu --seeds 20
     python -m benchmarks.search_budget --space gpu --seeds 5 --budgets 15 30 60
+    python -m benchmarks.search_budget --space cpu --seeds 20 --budgets 9 --budget-share 1/3 --starts katago none
 """
 
 from __future__ import annotations
@@ -28,13 +31,25 @@ import sys
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import optuna
 
 from benchmarks.search import LEVEL_S, LEVELS, PRUNER, SPACE, STARTUP_S, VISITS, grid_configs
 from kgbench.load.types import LevelSummary
+from kgbench.search.budget import jobs_that_fit, spent
 from kgbench.search.space import SearchSpace, parse_space
-from kgbench.search.study import ask_new, make_pruner, make_sampler, measured_trials, reuse_earlier, tell_job
+from kgbench.search.start import start_params
+from kgbench.search.study import (
+    JOB_S_ATTR,
+    ask_new,
+    enqueue_start,
+    make_pruner,
+    make_sampler,
+    measured_trials,
+    reuse_earlier,
+    tell_job,
+)
 from kgbench.search.trial import TrialLink
 from kgserve.sim.model.throughput import predict_throughput
 
@@ -92,6 +107,7 @@ SAMPLERS: dict[str, dict[str, object]] = {
 @dataclass(frozen=True)
 class BudgetOutcome:
     sampler: str
+    start: str  # katago | none
     budget: int
     seed: int
     measured: int  # distinct configs measured
@@ -104,7 +120,11 @@ def _level(concurrency: int, rps: float) -> LevelSummary:
     return LevelSummary(concurrency, None, 0, LEVEL_S, rps, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0, 0, {}, 3, (rps,), True)
 
 
-def run_one(land: Landscape, sampler: str, budget: int, seed: int) -> BudgetOutcome:
+def run_one(
+    land: Landscape, sampler: str, budget: int, seed: int, start: str = "none", budget_share: float | None = None
+) -> BudgetOutcome:
+    """One search: ``budget`` measured configs at most, ``start`` the sweeper's setting, ``budget_share`` (when set)
+    the job-second budget as a share of the grid's."""
     space = land.space()
     truths = {}
     for cfg in grid_configs(space):
@@ -124,8 +144,13 @@ def run_one(land: Landscape, sampler: str, budget: int, seed: int) -> BudgetOutc
         direction="maximize",
     )
     rng, noise = random.Random(seed), random.Random(seed + 1000)
-    spent, asked = 0.0, 0
+    if (first := start_params(space, start, land.fixed)) is not None:
+        enqueue_start(study, first)
+    budget_s = None if budget_share is None else budget_share * grid_s
+    spent_s, asked = 0.0, 0
     while (len(study.trials) if old else measured_trials(study)) < budget and asked < 50 * budget:
+        if jobs_that_fit(spent(study), budget_s, 1) == 0:
+            break
         asked += 1
         if old:  # before issue 28: every trial counts, a repeat reuses a result and still uses up its trial
             trial = study.ask(space.distributions)
@@ -138,7 +163,8 @@ def run_one(land: Landscape, sampler: str, budget: int, seed: int) -> BudgetOutc
             trial = found
         values = land.level_values(space.values(trial.params))
         if max(values) <= 0:
-            spent += land.startup_s
+            spent_s += land.startup_s
+            trial.set_user_attr(JOB_S_ATTR, land.startup_s)
             tell_job(study, trial, None, 0.0)
             continue
         link = TrialLink(trial)
@@ -147,30 +173,34 @@ def run_one(land: Landscape, sampler: str, budget: int, seed: int) -> BudgetOutc
             measured.append(value * max(0.0, noise.gauss(1.0, NOISE)))
             if land.prune and link.on_level(_level(concurrency, measured[-1])):
                 break
-        spent += land.startup_s + len(measured) * land.level_s
+        spent_s += land.startup_s + len(measured) * land.level_s
+        trial.set_user_attr(JOB_S_ATTR, land.startup_s + len(measured) * land.level_s)
         tell_job(study, trial, max(measured), 0.0)
     best = study.best_trial
     reached = max(land.level_values(space.values(best.params))) / optimum
     measured_configs = len(
         {tuple(sorted(t.params.items())) for t in study.trials if "kgbench.reused_from" not in t.user_attrs}
     )
-    return BudgetOutcome(sampler, budget, seed, measured_configs, spent, grid_s, reached)
+    return BudgetOutcome(sampler, start, budget, seed, measured_configs, spent_s, grid_s, reached)
 
 
 def summary_table(outcomes: Sequence[BudgetOutcome]) -> str:
     lines = [
-        "| sampler | budget (trials) | configs measured (mean) | job-seconds, share of the grid (mean) "
+        "| sampler | start | budget (trials) | configs measured (mean) | job-seconds, share of the grid (mean / most) "
         "| fraction of the optimum reached: mean / worst | seeds within 5% |",
-        "|---|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
-    keys = sorted({(o.sampler, o.budget) for o in outcomes}, key=lambda k: (k[1], list(SAMPLERS).index(k[0])))
-    for sampler, budget in keys:
-        group = [o for o in outcomes if o.sampler == sampler and o.budget == budget]
+    keys = sorted({(o.sampler, o.start, o.budget) for o in outcomes},
+                  key=lambda k: (k[2], list(SAMPLERS).index(k[0]), k[1]))  # fmt: skip
+    for sampler, start, budget in keys:
+        group = [o for o in outcomes if (o.sampler, o.start, o.budget) == (sampler, start, budget)]
         share = statistics.mean(o.spent_s / o.grid_s for o in group)
+        most = max(o.spent_s / o.grid_s for o in group)
         reached = [o.reached for o in group]
         within = sum(r >= 1 - WITHIN for r in reached)
         lines.append(
-            f"| {sampler} | {budget} | {statistics.mean(o.measured for o in group):.1f} | {share:.1%} "
+            f"| {sampler} | {start} | {budget} | {statistics.mean(o.measured for o in group):.1f} "
+            f"| {share:.1%} / {most:.1%} "
             f"| {statistics.mean(reached):.3f} / {min(reached):.3f} | {within} of {len(group)} |"
         )
     return "\n".join(lines)
@@ -182,16 +212,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seeds", type=int, default=20, help="seeds 0..N-1")
     p.add_argument("--budgets", type=int, nargs="+", default=None, help="trials (default: cpu 2 3 4 5, gpu 15 30 60)")
     p.add_argument("--samplers", nargs="+", choices=list(SAMPLERS), default=list(SAMPLERS))
+    p.add_argument("--starts", nargs="+", choices=["katago", "none"], default=["none"], help="hydra.sweeper.start")
+    p.add_argument("--budget-share", type=lambda text: float(Fraction(text)), default=None,
+                   help="hydra.sweeper.budget_s as a share of the grid's job-seconds, e.g. 1/3")  # fmt: skip
     args = p.parse_args(argv)
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     land = SPACES[args.space]
     budgets = args.budgets or ([2, 3, 4, 5] if args.space == "cpu" else [15, 30, 60])
-    outcomes = [run_one(land, s, b, seed) for s in args.samplers for b in budgets for seed in range(args.seeds)]
+    outcomes = [run_one(land, s, b, seed, start, args.budget_share) for s in args.samplers for start in args.starts
+                for b in budgets for seed in range(args.seeds)]  # fmt: skip
     size = len(grid_configs(land.space()))
     print(f"space {args.space}: {size} configs ({', '.join(f'{k} {v}' for k, v in land.params.items())}); profile "
           f"{land.profile}; levels {list(land.levels)}, {land.visits} visits; noise {NOISE:.0%}; "
-          f"pruner {'median' if land.prune else 'none'}; seeds 0-{args.seeds - 1}\n")  # fmt: skip
+          f"pruner {'median' if land.prune else 'none'}; seeds 0-{args.seeds - 1}"
+          + (f"; budget_s {args.budget_share:.1%} of the grid's job-seconds" if args.budget_share else ""))  # fmt: skip
+    print()
     print(summary_table(outcomes))
     return 0
 

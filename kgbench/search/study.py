@@ -145,8 +145,10 @@ def tell_job(study: optuna.Study, trial: optuna.Trial, value: float | None, fail
 
 def measured_trials(study: optuna.Study) -> int:
     """Trials that measured (or are measuring) a config: what the budget counts. A trial that repeated a measured
-    config and was told its result (``kgbench.reused_from``) costs nothing."""
-    return sum(REUSED_ATTR not in t.user_attrs for t in study.get_trials(deepcopy=False))
+    config and was told its result (``kgbench.reused_from``) costs nothing, and an enqueued one that no worker asked
+    for yet (WAITING: a start point) has measured nothing."""
+    trials = study.get_trials(deepcopy=False)
+    return sum(REUSED_ATTR not in t.user_attrs and t.state != TrialState.WAITING for t in trials)
 
 
 def measured_keys(study: optuna.Study) -> set[tuple[object, ...]]:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from benchmarks.contention import report
 from benchmarks.race import race_figures
+from benchmarks.search import grid_configs
 from benchmarks.search_budget import SPACES, run_one, summary_table
 
 
@@ -20,7 +21,21 @@ def test_the_search_budget_benchmark_measures_the_budget_in_distinct_configs() -
     outcomes = [run_one(SPACES["cpu"], sampler, 3, seed) for sampler in ("tpe-auto", "tpe-10 (old)") for seed in (0, 1)]
     assert all(o.measured == 3 for o in outcomes if o.sampler == "tpe-auto")
     assert all(0 < o.reached <= 1 and o.spent_s <= o.grid_s / 3 + 1e-9 for o in outcomes)
-    assert "| tpe-auto | 3 | 3.0 | 33.3% |" in summary_table(outcomes)
+    assert "| tpe-auto | none | 3 | 3.0 | 33.3% / 33.3% |" in summary_table(outcomes)
+
+
+def test_the_search_budget_benchmark_runs_the_start_and_a_job_second_budget() -> None:
+    # a job-second budget of a third of the cpu grid (9 equal jobs) measures 3 configs whatever n_trials allows
+    capped = [run_one(SPACES["cpu"], "tpe-auto", 9, seed, "katago", 1 / 3) for seed in (0, 1)]
+    assert all(o.measured == 3 and o.spent_s <= o.grid_s / 3 + 1e-9 for o in capped)
+    assert "| tpe-auto | katago | 9 | 3.0 | 33.3% / 33.3% |" in summary_table(capped)
+    # a start of one trial: the search measures KataGo's advice (4 x 1) first, then what the sampler proposes
+    land = SPACES["cpu"]
+    optimum = max(max(land.level_values(cfg)) for cfg in grid_configs(land.space()))
+    advice = max(land.level_values({"numAnalysisThreads": 4, "numSearchThreadsPerAnalysisThread": 1}))
+    for seed in (0, 1, 2):
+        one = run_one(land, "tpe-auto", 1, seed, "katago")
+        assert one.measured == 1 and one.reached == advice / optimum
 
 
 def _job(config: str, req: float, start: float, contended: str = "false", attempts: str = "measurement 1: clean",
