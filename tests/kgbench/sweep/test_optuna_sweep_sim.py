@@ -8,6 +8,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from kgbench.search.study import open_storage
@@ -70,3 +71,50 @@ def test_optuna_search_on_the_sim_prunes_and_persists(tmp_path: Path) -> None:
     trials = optuna.load_study(study_name="sim-test", storage=open_storage(journal)).trials
     assert len(trials) == before + 1 and "kgbench.reused_from" in trials[-1].user_attrs
     assert len(runs_by_role(client, "job")) == 2
+
+
+@pytest.mark.slow
+def test_the_search_starts_at_katagos_advice_and_stops_at_its_job_second_budget(tmp_path: Path) -> None:
+    journal = tmp_path / "study.journal"
+    args = [
+        "-m", "backend=sim", "load=smoke", "load.concurrency=[4]", "hparams_search=optuna",
+        "hydra.sweeper.params=null", "numAnalysisThreads=tag(ordered, choice(1, 2, 4))",
+        "numSearchThreadsPerAnalysisThread=tag(ordered, choice(1, 2, 4))",
+        f"hydra.sweeper.journal={journal}", "hydra.sweeper.study_name=start-test", "hydra.sweeper.sampler.seed=0",
+    ]  # fmt: skip
+    # a budget of 1 job-second, smaller than two jobs (than one, even): the first job runs, then the search stops
+    code, out = run_kgbench(tmp_path, *args, "hydra.sweeper.n_trials=3", "hydra.sweeper.budget_s=1", env=SPEED)
+    assert code == 0 and "Traceback" not in out, out
+    assert "start: numAnalysisThreads=4 numSearchThreadsPerAnalysisThread=1: the first trial, from KataGo's" in out
+    assert "start numAnalysisThreads=4 numSearchThreadsPerAnalysisThread=1: enqueued as the next trial" in out
+    assert "another would pass hydra.sweeper.budget_s=1: the search stops" in out
+    trials = optuna.load_study(study_name="start-test", storage=open_storage(journal)).trials
+    assert len(trials) == 1  # one config measured: KataGo's advice, 4 x 1 (the indices of 4 and 1)
+    assert trials[0].params == {"numAnalysisThreads": 2, "numSearchThreadsPerAnalysisThread": 0}
+    job_s = trials[0].user_attrs["kgbench.job_s"]  # written by the job itself
+    assert job_s > 0
+    results = OmegaConf.load(tmp_path / "multirun" / "optimization_results.yaml")
+    assert results.job_seconds == pytest.approx(job_s, abs=0.1) and results.budget_s == 1.0
+    assert f"{job_s:.0f} job-seconds of 1)" in out  # the summary line
+    # the study continued without a budget: its start is measured already, not run again; the sampler's next
+    # proposal is a config not measured yet
+    code, out = run_kgbench(tmp_path, *args, "hydra.sweeper.n_trials=2", env=SPEED)
+    assert code == 0 and "Traceback" not in out, out
+    assert "start numAnalysisThreads=4 numSearchThreadsPerAnalysisThread=1: trial 0 measured it already" in out
+    trials = optuna.load_study(study_name="start-test", storage=open_storage(journal)).trials
+    measured = [t for t in trials if "kgbench.reused_from" not in t.user_attrs]
+    assert len(measured) == 2 and measured[1].params != measured[0].params
+    assert all(t.user_attrs["kgbench.job_s"] > 0 for t in measured)
+    # a start of the user's own is measured first; start=none: the sampler's proposal, as before
+    code, out = run_kgbench(tmp_path, *args, "hydra.sweeper.study_name=own", "hydra.sweeper.n_trials=1",
+                            "hydra.sweeper.start={numAnalysisThreads:2,numSearchThreadsPerAnalysisThread:2}",
+                            env=SPEED)  # fmt: skip
+    assert code == 0 and "Traceback" not in out, out
+    own = optuna.load_study(study_name="own", storage=open_storage(journal)).trials
+    assert [t.params for t in own] == [{"numAnalysisThreads": 1, "numSearchThreadsPerAnalysisThread": 1}]
+    code, out = run_kgbench(tmp_path, *args, "hydra.sweeper.study_name=none", "hydra.sweeper.n_trials=1",
+                            "hydra.sweeper.start=none", env=SPEED)  # fmt: skip
+    assert code == 0 and "Traceback" not in out, out
+    assert "start: none: the sampler proposes every trial" in out and "enqueued" not in out
+    (plain,) = optuna.load_study(study_name="none", storage=open_storage(journal)).trials
+    assert "fixed_params" not in plain.system_attrs  # the sampler's own proposal (Optuna marks enqueued trials)
