@@ -5,7 +5,7 @@ load=cpu`, the binary and net from KGBENCH_KATAGO_BIN / KGBENCH_KATAGO_MODEL (do
 
     python -m benchmarks.contention quiet  --out bench-contention     # the grid on a quiet machine
     python -m benchmarks.contention busy   --out bench-contention     # again, two busy loops started partway
-    python -m benchmarks.contention search --out bench-contention     # 5 seeds of a 3-trial search of the grid
+    python -m benchmarks.contention search --out bench-contention     # 5 seeds of a search of the grid, after quiet
     python -m benchmarks.contention report --out bench-contention     # the tables for docs/, from the saved runs
 
 Each scenario runs `python -m kgbench` as a user would (its own MLflow store under OUT/SCENARIO/), samples the
@@ -13,9 +13,11 @@ host's load average every few seconds meanwhile, then saves OUT/SCENARIO.json: t
 average before, during and after), every job (config, req/s and interval, start and end, other_cpu_cores and the
 host's busy share over its windows, contended or not and why, re-measures, race replicates) and promote's verdict
 (`--dry-run`). So a run on a machine that was not quiet shows it, job by job. `busy` also records when its two busy
-loops ran and which jobs overlapped them; `search` compares each seed's pick with the quiet grid's best (by its
-means) and its job-seconds with the quiet grid's. `--smoke` runs a 2-config grid with short windows to check the
-harness itself (its figures mean nothing).
+loops ran and which jobs overlapped them; `search` needs OUT/quiet.json: each seed's search gets a third of the quiet
+grid's job-seconds as its budget (`hydra.sweeper.budget_s`, n_trials 9 the cap) and starts at KataGo's advice (the
+sweeper's default `start: katago`); the report compares each seed's pick with the quiet grid's best (by its means)
+and its job-seconds with the quiet grid's. `--smoke` runs a 2-config grid with short windows to check the harness
+itself (its figures mean nothing).
 """
 
 from __future__ import annotations
@@ -46,7 +48,7 @@ BASE = ["backend=eigen", "threads=cpu", "load=cpu"]
 SMOKE = ["numAnalysisThreads=1,4", "numSearchThreadsPerAnalysisThread=1", "load.window_s=1", "load.warmup_s=1",
          "contention.settle_s=5"]  # fmt: skip
 SEARCH = [
-    "hparams_search=optuna", "hydra.sweeper.n_trials=3",
+    "hparams_search=optuna", "hydra.sweeper.n_trials=9",  # the cap; budget_s (a third of the grid's seconds) decides
     "~hydra.sweeper.params.nnMaxBatchSize", "~hydra.sweeper.params.numNNServerThreadsPerModel",
     "hydra.sweeper.params.numAnalysisThreads='tag(ordered, choice(1, 2, 4))'",
     "numSearchThreadsPerAnalysisThread=tag(ordered, choice(1, 2, 4))",
@@ -185,8 +187,26 @@ def run_grid(out: Path, name: str, smoke: bool, busy: tuple[float, float] | None
     return record
 
 
+def grid_seconds(quiet: Mapping[str, Any]) -> float:
+    """The quiet grid's job-seconds: its jobs' MLflow spans, race replicates left out."""
+    return float(sum(j["end"] - j["start"] for j in quiet["jobs"] if not j["race_of"]))
+
+
+def search_budget_s(out: Path) -> float:
+    """A third of the quiet grid's job-seconds (OUT/quiet.json): the search's hydra.sweeper.budget_s."""
+    path = out / "quiet.json"
+    if not path.exists():
+        raise SystemExit(f"search: {path} is missing: run `python -m benchmarks.contention quiet --out {out}` first "
+                         "(the search's budget is a third of the quiet grid's job-seconds)")  # fmt: skip
+    grid_s = grid_seconds(json.loads(path.read_text()))
+    if grid_s <= 0:
+        raise SystemExit(f"search: {path} holds no grid job: run `quiet` again")
+    return grid_s / 3
+
+
 def run_search(out: Path, seeds: Sequence[int], smoke: bool) -> dict[str, Any]:
-    record: dict[str, Any] = {"scenario": "search", "seeds": []}
+    budget_s = search_budget_s(out)
+    record: dict[str, Any] = {"scenario": "search", "seeds": [], "budget_s": budget_s}
     with LoadWatch() as watch:
         for seed in seeds:
             folder = out / f"search-{seed}"
@@ -194,7 +214,8 @@ def run_search(out: Path, seeds: Sequence[int], smoke: bool) -> dict[str, Any]:
             journal = folder / "study.journal"
             args = [*BASE, *SEARCH, *(SMOKE[2:] if smoke else []), *_engine(),
                     f"hydra.sweeper.sampler.seed={seed}", f"hydra.sweeper.journal={journal}",
-                    f"hydra.sweeper.study_name=contention-{seed}"]  # fmt: skip
+                    f"hydra.sweeper.study_name=contention-{seed}",
+                    f"hydra.sweeper.budget_s={budget_s:.3f}"]  # fmt: skip
             status = _kgbench(folder, args, folder / "kgbench.log")
             results = folder / "multirun" / "optimization_results.yaml"
             record["seeds"].append({"seed": seed, "exit_status": status, "jobs": _jobs(folder),
@@ -243,10 +264,11 @@ def search_table(search: Mapping[str, Any], quiet: Mapping[str, Any]) -> str:
     if not means:
         return "search: the quiet run has no uncontended job to compare with (it was not quiet): run `quiet` again"
     best = max(means.values())
-    grid_s = sum(j["end"] - j["start"] for j in quiet["jobs"] if not j["race_of"])
+    grid_s = grid_seconds(quiet)
+    budget = f", the search's budget_s {search['budget_s']:.1f}" if search.get("budget_s") else ""
     lines = [
         f"search: {search['date']}, load average {search['load_avg_min']:.2f}-{search['load_avg_max']:.2f}; quiet "
-        f"grid best {best:.2f} req/s ({max(means, key=lambda c: means[c])}), grid job-seconds {grid_s:.0f}",
+        f"grid best {best:.2f} req/s ({max(means, key=lambda c: means[c])}), grid job-seconds {grid_s:.0f}{budget}",
         "",
         "| seed | configs measured | pick | pick's quiet mean / grid best | job-seconds (share of grid) | verdict |",
         "|---:|---|---|---:|---:|---|",

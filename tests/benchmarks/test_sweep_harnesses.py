@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from benchmarks.contention import report
+import pytest
+
+from benchmarks.contention import BASE, SEARCH, report, search_budget_s
 from benchmarks.race import race_figures
 from benchmarks.search import grid_configs
 from benchmarks.search_budget import SPACES, run_one, summary_table
+from kgbench.__main__ import main as kgbench_main
 
 
 def test_the_race_benchmark_separates_a_large_gap_and_not_an_empty_one() -> None:
@@ -72,3 +75,18 @@ def test_the_contention_report_prints_the_tables_and_the_verdicts(tmp_path: Path
     assert "busy: 1 of 1 jobs that overlapped the loops were flagged (and re-measured); quiet jobs flagged: 0" in text
     assert "| 0 | 4x1, 1x1 | 4x1 | 1.000 | 60 (67%) | FAIL |" in text  # the pick is right, the cost too high
     assert "0 of 2 seeds within 5%" in text
+
+
+def test_the_contention_search_needs_the_quiet_grid_and_gets_a_third_of_its_job_seconds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit, match=r"quiet\.json is missing: run `python -m benchmarks.contention quiet"):
+        search_budget_s(tmp_path)
+    quiet = {"jobs": [_job("1x1", 8.0, 0), _job("4x1", 16.5, 40), _job("4x1", 16.0, 80, race_of="r")]}
+    (tmp_path / "quiet.json").write_text(json.dumps(quiet))
+    assert search_budget_s(tmp_path) == 20.0  # two grid jobs of 30 s (the race replicate left out), a third
+    # the search's command line as the harness gives it (no job runs): the budget, and KataGo's advice first
+    assert kgbench_main(["--space", "-m", *BASE, *SEARCH, "hydra.sweeper.budget_s=20.000"]) == 0
+    out = capsys.readouterr().out
+    assert "budget: hydra.sweeper.budget_s=20 job-seconds" in out and "  9 configs" in out
+    assert "start: numAnalysisThreads=4 numSearchThreadsPerAnalysisThread=1: the first trial" in out
