@@ -161,7 +161,8 @@ class OptunaSweeper(Sweeper):
         for line in lines:
             log.info("%s", line)
         log.info("Optuna study %r in %s", self.study_name, self.journal)
-        self._enqueue_start(study, start_params(space, self.start, known))
+        if measured_trials(study) < self.n_trials:  # a study whose budget is spent enqueues nothing
+            self._enqueue_start(study, start_params(space, self.start, known))
         returns: list[Sequence[JobReturn]] = []
         job_index = 0
         rng = random.Random(self.sampler_spec.get("seed"))
@@ -202,7 +203,7 @@ class OptunaSweeper(Sweeper):
             return
         shown = " ".join(f"{k}={v}" for k, v in self.space.values(params).items())
         if (earlier := enqueue_start(study, params)) is not None:
-            log.info("start %s: trial %d measured it already, not enqueued", shown, earlier)
+            log.info("start %s: trial %d has it already (measured, running or enqueued), not enqueued", shown, earlier)
         else:
             log.info("start %s: enqueued as the next trial", shown)
 

@@ -158,14 +158,15 @@ def measured_keys(study: optuna.Study) -> set[tuple[object, ...]]:
 
 def enqueue_start(study: optuna.Study, params: Mapping[str, object]) -> int | None:
     """Enqueue ``params`` (a start point, maybe partial: the sampler draws the other keys) as the next trial, unless
-    a trial that ran a job already agrees with it on every one of its keys: then that trial's number, nothing
-    enqueued (a study continued, or another worker's, does not measure its start twice)."""
+    a trial already agrees with it on every one of its keys (measured, running, or enqueued and not asked yet; a
+    reused trial does not count): then that trial's number, nothing enqueued (a study continued, or another
+    worker's, does not measure its start twice)."""
     for trial in study.get_trials(deepcopy=False):
-        if (
-            REUSED_ATTR not in trial.user_attrs
-            and trial.params
-            and all(trial.params.get(name) == value for name, value in params.items())
-        ):
+        if REUSED_ATTR in trial.user_attrs:
+            continue
+        # an enqueued trial no worker asked for yet has no params, only the fixed ones Optuna keeps for it
+        held = trial.system_attrs.get("fixed_params", {}) if trial.state == TrialState.WAITING else trial.params
+        if held and all(held.get(name) == value for name, value in params.items()):
             return trial.number
     study.enqueue_trial(dict(params), skip_if_exists=False)
     return None

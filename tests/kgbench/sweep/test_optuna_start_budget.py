@@ -82,6 +82,7 @@ def test_the_start_is_enqueued_once_and_the_sampler_draws_the_other_keys(tmp_pat
     assert params is not None
     assert enqueue_start(study, params) is None
     assert measured_trials(study) == 0  # enqueued, not asked: nothing measured yet
+    assert enqueue_start(study, params) == 0  # enqueued already (a run whose budget was spent, another worker)
     first = study.ask(space.distributions)
     assert {k: first.params[k] for k in params} == params and "numNNServerThreadsPerModel" in first.params
     study.tell(first, 10.0)

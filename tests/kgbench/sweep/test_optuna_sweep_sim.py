@@ -100,7 +100,7 @@ def test_the_search_starts_at_katagos_advice_and_stops_at_its_job_second_budget(
     # proposal is a config not measured yet
     code, out = run_kgbench(tmp_path, *args, "hydra.sweeper.n_trials=2", env=SPEED)
     assert code == 0 and "Traceback" not in out, out
-    assert "start numAnalysisThreads=4 numSearchThreadsPerAnalysisThread=1: trial 0 measured it already" in out
+    assert "start numAnalysisThreads=4 numSearchThreadsPerAnalysisThread=1: trial 0 has it already" in out
     trials = optuna.load_study(study_name="start-test", storage=open_storage(journal)).trials
     measured = [t for t in trials if "kgbench.reused_from" not in t.user_attrs]
     assert len(measured) == 2 and measured[1].params != measured[0].params
