@@ -1,6 +1,6 @@
 """A search's start (KataGo's throughput advice, the user's own, none) and its budget in job-seconds: the pure rules,
 the study helpers, and what `python -m kgbench --space` prints. The real sweep on the sim is in
-tests/kgbench/sweep/test_optuna_sweep_sim.py."""
+tests/kgbench/search/test_optuna_sweep_sim.py."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """kgbench's Optuna sweeper: the search space, the study helpers, a job's trial link (journal file in tmp_path).
-The real search on the simulated engine is in tests/kgbench/sweep/test_optuna_sweep_sim.py."""
+The real search on the simulated engine is in tests/kgbench/search/test_optuna_sweep_sim.py."""
 
 from __future__ import annotations
 
