@@ -235,7 +235,7 @@ class OptunaSweeper(Sweeper):
         results: dict[str, Any] = {"study_name": self.study_name, "journal": self.journal, "trials": counts,
                                    "reused_from": reused, "job_seconds": round(so_far.seconds, 1),
                                    "budget_s": self.budget_s}  # fmt: skip
-        seconds = f"{so_far.seconds:.0f} job-seconds" + (f" of {self.budget_s:g}" if self.budget_s else "")
+        seconds = f"{so_far.seconds:.1f} job-seconds" + (f" of {self.budget_s:g}" if self.budget_s else "")
         if reused:
             shown = ", ".join(f"{number} (of {earlier})" for number, earlier in sorted(reused.items()))
             log.info("reused a measured result, no job: trials %s", shown)
