@@ -25,7 +25,7 @@ The first trial is KataGo's own advice for throughput (``start: katago``, kgbenc
 threads, the fewest search threads per analysis thread, a batch that holds them all), enqueued on a study that has
 not measured it yet; ``start: none`` leaves every trial to the sampler, a mapping is a start of the user's own.
 ``budget_s`` caps the study's job-seconds as ``n_trials`` caps its measured configs (kgbench.search.budget): the
-sweeper stops asking once another job, at the mean job's seconds so far, would pass it.
+sweeper stops asking once another job, as long as the longest so far, would pass it.
 """
 
 from __future__ import annotations
@@ -212,9 +212,9 @@ class OptunaSweeper(Sweeper):
         so_far = spent(study)
         fit = jobs_that_fit(so_far, self.budget_s, wanted)
         if fit == 0:
-            log.info("job-seconds: %.0f spent by %d job(s), %.0f s each on average; another would pass "
+            log.info("job-seconds: %.0f spent by %d job(s), the longest %.0f s; another would pass "
                      "hydra.sweeper.budget_s=%g: the search stops", so_far.seconds, so_far.jobs,
-                     so_far.mean_s or 0.0, self.budget_s)  # fmt: skip
+                     so_far.longest_s, self.budget_s)  # fmt: skip
         return fit
 
     def _tell(self, study: optuna.Study, trial: optuna.Trial, result: JobReturn, batch_s: float) -> None:
@@ -263,7 +263,7 @@ def describe_search(
     size = space.size
     share = f" ({min(n_trials, size) / size:.0%} of the space)" if size else ""
     seconds = (f"budget: hydra.sweeper.budget_s={budget_s:g} job-seconds (the search stops asking once another job, "
-               "at the mean job's seconds so far, would pass it)") if budget_s else None  # fmt: skip
+               "as long as the longest so far, would pass it)") if budget_s else None  # fmt: skip
     name = str(sampler.get("name", "tpe"))
     startup = sampler.get("n_startup_trials", "auto")
     if name == "tpe" and str(startup) == "auto":

@@ -99,10 +99,13 @@ def test_the_start_is_enqueued_once_and_the_sampler_draws_the_other_keys(tmp_pat
 
 def test_the_job_second_budget_counts_every_workers_jobs_and_stops_before_passing(tmp_path: Path) -> None:
     assert jobs_that_fit(Spent(0.0, 0, 0), 1.0, 2) == 2  # nothing known yet: the first round runs
-    assert jobs_that_fit(Spent(38.0, 2, 0), None, 3) == 3  # no budget
-    assert jobs_that_fit(Spent(38.0, 2, 0), 57.4, 3) == 1  # 38 + 19 <= 57.4
-    assert jobs_that_fit(Spent(38.0, 2, 0), 56.9, 3) == 0  # another 19 would pass it
-    assert jobs_that_fit(Spent(38.0, 2, 1), 76.0, 3) == 1  # a job running elsewhere counts at the mean
+    assert jobs_that_fit(Spent(38.0, 2, 0, 19.0), None, 3) == 3  # no budget
+    assert jobs_that_fit(Spent(38.0, 2, 0, 19.0), 57.4, 3) == 1  # 38 + 19 <= 57.4
+    assert jobs_that_fit(Spent(38.0, 2, 0, 19.0), 56.9, 3) == 0  # another 19 would pass it
+    # jobs of 18.7 + 19.5 s, a budget of 57.35 s: at the mean (19.1) a third would fit and could end past it (a
+    # third job as long as the second); at the longest (19.5) it does not start
+    assert jobs_that_fit(Spent(38.2, 2, 0, 19.5), 57.35, 3) == 0
+    assert jobs_that_fit(Spent(38.0, 2, 1, 19.0), 76.0, 3) == 1  # a job running elsewhere counts at the longest
     study = optuna.create_study(storage=open_storage(tmp_path / "j.log"), study_name="s", direction="maximize")
     dist = {"x": optuna.distributions.CategoricalDistribution((1, 2, 3))}
     done = study.ask(dist)
@@ -115,7 +118,7 @@ def test_the_job_second_budget_counts_every_workers_jobs_and_stops_before_passin
     reused.set_user_attr(REUSED_ATTR, done.number)
     reused.set_user_attr(JOB_S_ATTR, 99.0)
     study.tell(reused, 5.0)
-    assert spent(study) == Spent(20.5, 1, 1)
+    assert spent(study) == Spent(20.5, 1, 1, 20.5)
     record_job_seconds(cfg, 1.0)  # a finished trial cannot be written: a warning, no exception
     assert spent(study).seconds == 20.5
 
