@@ -6,6 +6,7 @@
 - kgserve_engine_up{engine}                1 when that engine is ready
 - kgserve_engine_restarts_total{engine}    restarts of that engine
 - kgserve_engine_outstanding_visits{engine} visits queued or running on that engine
+- kgserve_engine_held_queries{engine}     queries held back in kgserve for a thread of that engine (thread reserve)
 - kgserve_websocket_connections_total{outcome} WebSocket connections by how they ended (closed, not_reading, ...)
 - kgserve_websocket_open_connections        WebSocket connections open now
 - kgserve_websocket_queries_total{outcome}  queries sent over WebSocket by outcome (ok, rejected, refused, ...)
@@ -46,15 +47,20 @@ class _LiveCollector(Collector):
         visits = GaugeMetricFamily(
             "kgserve_engine_outstanding_visits", "Visits queued or running on the engine", labels=["engine"]
         )
+        held = GaugeMetricFamily(
+            "kgserve_engine_held_queries", "Queries held back in kgserve for a thread of the engine", labels=["engine"]
+        )
         status = self._status() or {}
         for engine in status.get("engines") or []:
             label = [str(engine.get("index", "?"))]
             up.add_metric(label, 1.0 if engine.get("state") == "ready" else 0.0)
             restarts.add_metric(label, float(engine.get("restarts") or 0))
             visits.add_metric(label, float(engine.get("outstanding_visits") or 0))
+            held.add_metric(label, float(engine.get("held") or 0))
         yield up
         yield restarts
         yield visits
+        yield held
 
 
 class _RequestCounts(Collector):

@@ -103,6 +103,10 @@ class EngineSettings(_Strict):
     # a synthetic net (random weights, `python -m kgbench.nets synth`) is served only when this says the run is a
     # throughput test: its analyses are noise (kgserve.katago.netfile); /readyz then says so
     throughput_test: bool = False
+    # the last share of each engine's numAnalysisThreads goes only to clients holding few of its threads (KataGo never
+    # preempts a search: one client's long queries would otherwise hold every thread); a busy client's further
+    # queries wait in kgserve (kgserve.engine.dispatch, docs/http-limits.md). 0: off, every query written at once
+    thread_reserve: float = Field(0.0625, ge=0, lt=1)
     backends: dict[str, BackendSettings]
 
     @field_validator("backends")

@@ -4,9 +4,10 @@
   KataGo's ready line on stderr, then asks `query_version` and `query_models` (internal actions; clients never
   send actions). A child that exits or stays silent past `startup_timeout_s` raises `EngineStartupError` with
   its exit code and last stderr lines.
-- `submit(query) -> QueryStream`: the stream yields the engine's lines for the query (without the newline) with
-  the caller's id restored byte for byte; it ends after the query's last line, or raises `EngineDied` if the
-  process exits first.
+- `submit(query, client) -> QueryStream`: the stream yields the engine's lines for the query (without the newline)
+  with the caller's id restored byte for byte; it ends after the query's last line, or raises `EngineDied` if the
+  process exits first. The query may wait in kgserve for a thread first (`spec.thread_reserve`,
+  kgserve.engine.dispatch); to its client that is a query queued inside KataGo.
 - `abort(stream)`: KataGo `terminate` for that query; the stream then yields KataGo's final partial (or
   `noResults`) lines and ends. If the engine never answers, `AbortTimeout` ends it after `abort_timeout_s`.
 - `close(grace_s)`: terminate_all, close stdin, wait `grace_s`, SIGTERM, SIGKILL. Every stream is settled
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from kgserve.engine.dispatch import ThreadReserve
 from kgserve.engine.errors import EngineDied, EngineError, EngineStartupError
 from kgserve.engine.process import EngineProcess
 from kgserve.engine.router import Router
@@ -53,6 +55,7 @@ class EngineSpec:
     abort_timeout_s: float = 15.0
     action_timeout_s: float = 30.0
     stderr_sink: Callable[[str, str], None] | None = None  # (label, line) for each stderr line, instead of the log
+    thread_reserve: ThreadReserve | None = None  # kgserve.engine.dispatch; None: every query written at once
 
 
 class Engine:
@@ -84,6 +87,7 @@ class Engine:
             label=spec.label,
             default_visits=spec.default_visits,
             abort_timeout_s=spec.abort_timeout_s,
+            thread_reserve=spec.thread_reserve,
         )
         self.process.on_line = self.router.route  # stdout lines straight to the router
 
@@ -107,6 +111,11 @@ class Engine:
     @property
     def pending(self) -> int:
         return self.router.pending
+
+    @property
+    def held(self) -> int:
+        """Queries held back in kgserve until a thread frees (kgserve.engine.dispatch), of `pending`."""
+        return self.router.held
 
     @property
     def outstanding_visits(self) -> int:
@@ -215,6 +224,7 @@ class Engine:
             return self.returncode
         if self.state != "exited":
             self.state = "stopping"
+        self.router.terminate_held()  # answered as KataGo answers terminate_all for queued queries
         if self.router.pending:
             self.router.send_action("terminate_all", wait=False)
         self.process.close_stdin()  # once queued writes are out
@@ -237,10 +247,7 @@ class Engine:
     def take_back_unstarted(self) -> list[QueryStream]:
         """The queries the engine has not written a line for (none aborted), taken off it to go to another engine;
         it is sent a terminate for each, in case it wakes up."""
-        streams = self.router.detach_unstarted()
-        for stream in streams:
-            self.router.send_action("terminate", wait=False, terminateId=stream.internal_id)
-        return streams
+        return self.router.detach_unstarted()
 
     def adopt(self, stream: QueryStream) -> None:
         """Run a query taken back from another engine (take_back_unstarted): its stream goes on from here."""
@@ -253,8 +260,9 @@ class Engine:
         await self.process.kill()
 
     # -- queries -------------------------------------------------------------------------------------------
-    def submit(self, query: Query) -> QueryStream:
-        """Send one analysis query; its lines arrive on the returned stream."""
+    def submit(self, query: Query, client: str | None = None) -> QueryStream:
+        """Send one analysis query (`client`: the per-client caps' key, for the thread reserve); its lines arrive
+        on the returned stream."""
         if self.state != "ready":
             if self.exited:
                 raise EngineDied(
@@ -263,7 +271,7 @@ class Engine:
                     stderr_tail=list(self.stderr_tail),
                 )
             raise EngineError(f"{self.label} is not ready ({self.state})")
-        return self.router.submit(query)
+        return self.router.submit(query, client)
 
     def abort(self, stream: QueryStream, turns: frozenset[int] | None = None) -> None:
         """Ask KataGo to terminate the query (only `turns` of it, when given); its last lines still arrive."""

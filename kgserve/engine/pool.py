@@ -6,8 +6,10 @@
 - Each engine slot is kept running by its supervisor (kgserve.engine.supervisor: restart back-off, liveness).
 - `submit(query)` picks the ready engine with the least outstanding visits (requested visits x turns
   of unfinished queries), preferring engines not suspected of being frozen, and returns its QueryStream;
-  `NoEngineReady` (with the reason) when none is. A frozen engine (kgserve.engine.watchdog) takes no query, and
-  its queries that have had no line yet move to the other engines at once.
+  `NoEngineReady` (with the reason) when none is. `client` (the per-client caps' key) is for the engine's
+  thread reserve (`engine.thread_reserve`, kgserve.engine.dispatch: the last threads only for clients holding
+  little, the rest of a busy client's queries held back in kgserve). A frozen engine (kgserve.engine.watchdog)
+  takes no query, and its queries that have had no line yet move to the other engines at once.
   `abort(stream)` terminates that query on its engine.
 - `status()`: the /readyz data: ready, degraded (some engine not serving), reason, required_ready,
   katago_version, model, simulated and engines[] (kgserve.engine.supervisor.Slot.status).
@@ -25,12 +27,13 @@ from types import TracebackType
 from typing import Any
 
 from kgserve.engine.client import is_simulated
+from kgserve.engine.dispatch import thread_reserve
 from kgserve.engine.engine import Engine, EngineSpec
 from kgserve.engine.errors import NoEngineReady
 from kgserve.engine.process import engine_label
 from kgserve.engine.stream import QueryStream
 from kgserve.engine.supervisor import Slot, Supervisor
-from kgserve.katago.cfg import cfg_max_visits
+from kgserve.katago.cfg import cfg_analysis_threads, cfg_max_visits
 from kgserve.katago.protocol import Query
 from kgserve.settings import Settings
 
@@ -63,6 +66,8 @@ class EnginePool:
         self.spec_overrides = dict(spec_overrides or {})
         self.argv = engine_argv(settings, self.backend)
         self.default_visits = cfg_max_visits(settings.engine.cfg) or FALLBACK_VISITS
+        # per engine: its cfg's numAnalysisThreads (unreadable: no reserve, every query written at once)
+        self.thread_reserve = thread_reserve(cfg_analysis_threads(settings.engine.cfg), settings.engine.thread_reserve)
         self.required_ready = settings.engine.required_ready
         self.katago_version: str | None = None
         self.model: str | None = None
@@ -83,6 +88,7 @@ class EnginePool:
             "stderr_tail_lines": engine.stderr_tail_lines,
             "default_visits": self.default_visits,
             "stderr_sink": self.stderr_sink,
+            "thread_reserve": self.thread_reserve,
         }
         values.update(self.spec_overrides)
         return EngineSpec(**values)
@@ -176,16 +182,17 @@ class EnginePool:
         healthy = [engine for engine in engines if not engine.suspect] or engines
         return min(healthy, key=lambda item: (item.outstanding_visits, item.pending, item.index))
 
-    def submit(self, query: Query) -> QueryStream:
-        """Send the query to the ready engine with the least outstanding visits (a frozen engine takes none)."""
+    def submit(self, query: Query, client: str | None = None) -> QueryStream:
+        """Send the query to the ready engine with the least outstanding visits (a frozen engine takes none);
+        `client`: whose it is, for the engine's thread reserve (None: never held back)."""
         if self._closing:
             raise NoEngineReady("kgserve is shutting down")
         engines = self.ready_engines
         if not engines:
             raise NoEngineReady(self._reason())
         if len(engines) == 1:  # one engine (the common case): nothing to choose
-            return engines[0].submit(query)
-        return self._choose(engines).submit(query)
+            return engines[0].submit(query, client)
+        return self._choose(engines).submit(query, client)
 
     def _move_unstarted(self, frozen: Engine) -> None:
         """A frozen engine's queries that have had no line yet go to the other engines (none ready: they stay)."""

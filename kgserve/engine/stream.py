@@ -49,6 +49,13 @@ class QueryStream:
         self.done = False
         self.error: BaseException | None = None
         self.submitted_at = time.monotonic()
+        # kgserve.engine.dispatch: whose query it is (the per-client caps' key; None: never held back), whether it is
+        # held back in kgserve (not yet written to the engine), its turns written and not finished, and the turns
+        # a client asked to terminate while it was held (sent to the engine right after the query)
+        self.client: str | None = None
+        self.held = False
+        self.running_turns = 0
+        self.deferred_turns: list[int] = []
         self._items: asyncio.Queue[Any] | None = None  # made on first use: a listener needs none
         self._listener: Listener | None = None
         self._abort_timer: asyncio.TimerHandle | None = None

@@ -243,7 +243,7 @@ class Exchange:
         gate = client.take_partial if client.partial_rate else None  # the client's cap on partial-line bytes
         for index, query in enumerate(self.plan.queries):
             try:
-                stream = self.streams[index] = self.plan.pool.submit(query)
+                stream = self.streams[index] = self.plan.pool.submit(query, client.key)
             except Exception as exc:
                 self.streams[index] = None
                 self.unavailable = True

@@ -26,6 +26,7 @@ __all__ = [
     "KATAGO_SOURCE_VERSION",
     "KNOWN_ANALYSIS_KEYS",
     "CfgParseError",
+    "cfg_analysis_threads",
     "cfg_max_visits",
     "cfg_text",
     "format_value",
@@ -351,6 +352,14 @@ def cfg_max_visits(cfg: Path) -> int | None:
     try:
         return int(read_cfg(cfg)["maxVisits"])
     except (OSError, CfgParseError, KeyError, ValueError):  # unreadable, no maxVisits, or not a number
+        return None
+
+
+def cfg_analysis_threads(cfg: Path) -> int | None:
+    """The `numAnalysisThreads` of a KataGo cfg (how many turns it searches at once), if the file says."""
+    try:
+        return int(read_cfg(cfg)["numAnalysisThreads"])
+    except (OSError, CfgParseError, KeyError, ValueError):  # unreadable, not set, or not a number
         return None
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "line_kind",
     "locate_id",
     "nlohmann_parse_error",
+    "no_results_line",
     "override_visits",
     "query_visits",
     "restore_id",
@@ -343,6 +344,12 @@ def engine_line(query: Query, internal_id: str) -> bytes:
     if raw is None:
         return encode_query(query.body, internal_id)
     return b'%s,"id":"%s"}\n' % (raw[:-1], internal_id.encode("ascii"))
+
+
+def no_results_line(caller_id_json: bytes, turn: int) -> bytes:
+    """What KataGo answers, per analysed turn, when a query terminated before it started searching
+    (the katago-reference transcript terminate_queued: keys sorted, compact)."""
+    return b'{"id":%s,"isDuringSearch":false,"noResults":true,"turnNumber":%d}' % (caller_id_json, turn)
 
 
 _ID_KEY = b'"id":"'

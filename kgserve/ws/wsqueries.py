@@ -113,7 +113,7 @@ class ConnectionQueries:
         if isinstance(ticket, Refusal):
             return ticket.message
         try:
-            stream = pool.submit(query)
+            stream = pool.submit(query, self.client.key)
         except Exception as exc:
             self.ctx.admission.release(ticket)
             return f"engine unavailable: kgserve could not submit this query ({exc})"

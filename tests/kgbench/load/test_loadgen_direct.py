@@ -28,7 +28,7 @@ class FakePool:
         self.queries: list[Query] = []
         self.aborted = 0
 
-    def submit(self, query: Query) -> AsyncIterator[bytes]:
+    def submit(self, query: Query, client: str | None = None) -> AsyncIterator[bytes]:
         if self.mode == "down":
             raise NoEngineReady("0 of 1 engine(s) ready")
         self.queries.append(query)

@@ -138,7 +138,7 @@ class ScriptedPool:
             ],
         }
 
-    def submit(self, query: Query) -> ScriptedStream:
+    def submit(self, query: Query, client: str | None = None) -> ScriptedStream:
         if not self.ready:
             raise EngineDied("no engine is ready")
         stream = ScriptedStream(query, self)
