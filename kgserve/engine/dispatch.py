@@ -6,8 +6,10 @@ queries hold every analysis thread, anyone else's query waits for one of them to
 and no priority can help (nothing turns over). So, per engine, the last `reserve` threads go only to clients holding
 at most `small` of that engine's threads, as the memory budget keeps its last 1/8 for clients holding little
 (kgserve.admission.budget). Nothing past the engine's threads is written to it either: a query there would wait in
-KataGo's own queue, first come first served, where no reserve reaches it. Such queries are held back here, per
-client in arrival order, and written as soon as the rule allows (a thread freeing).
+KataGo's own queue, first come first served, where no reserve reaches it. Such queries are held back here and
+written as soon as the rule allows (a thread freeing), in the order KataGo's queue would have taken them: the
+highest `priority` first, then the first come (so kgserve's priority classes and fairness levels,
+kgserve.admission.priority, still order them).
 
 A thread is one analysed turn not yet finished (KataGo searches each turn of a query as a task of its own). Queries
 without a client key (kgbench's direct sender) are counted but never held. An engine with nothing running takes
@@ -16,11 +18,12 @@ the next query whatever its size, so a query of more turns than threads is never
 
 from __future__ import annotations
 
+import heapq
 import itertools
-from collections import deque
 from dataclasses import dataclass
 
 from kgserve.engine.stream import QueryStream
+from kgserve.katago.priorities import read_priorities, read_priority
 
 __all__ = ["Dispatch", "ThreadReserve", "thread_reserve"]
 
@@ -53,7 +56,8 @@ class Dispatch:
         self.in_engine = 0  # turns written and not finished (running, or queued inside KataGo)
         self.held = 0  # queries held back here
         self._holding: dict[str, int] = {}  # turns in the engine per client key
-        self._waiting: dict[str, deque[tuple[int, QueryStream]]] = {}  # per client: (arrival, stream), in order
+        # per client, a heap of (-priority, arrival, stream): its next query to write first
+        self._waiting: dict[str, list[tuple[int, int, QueryStream]]] = {}
         self._arrivals = itertools.count()
 
     def admit(self, stream: QueryStream) -> bool:
@@ -62,7 +66,7 @@ class Dispatch:
         if self.plan is None or key is None or (key not in self._waiting and self._may_run(key, stream.finals_left)):
             self._count(stream)
             return True
-        self._waiting.setdefault(key, deque()).append((next(self._arrivals), stream))
+        heapq.heappush(self._waiting.setdefault(key, []), (-_priority(stream), next(self._arrivals), stream))
         stream.held = True
         self.held += 1
         return False
@@ -88,8 +92,9 @@ class Dispatch:
         if not stream.held or queue is None:
             return
         for item in queue:
-            if item[1] is stream:
+            if item[2] is stream:
                 queue.remove(item)
+                heapq.heapify(queue)
                 break
         if not queue:
             del self._waiting[stream.client or ""]
@@ -98,7 +103,7 @@ class Dispatch:
 
     def drop_held(self) -> list[QueryStream]:
         """Every held-back query, taken off (the engine is closing or gone)."""
-        streams = [stream for queue in self._waiting.values() for _, stream in queue]
+        streams = [item[2] for queue in self._waiting.values() for item in sorted(queue)]
         for stream in streams:
             stream.held = False
         self._waiting.clear()
@@ -106,16 +111,16 @@ class Dispatch:
         return streams
 
     def ready(self) -> list[QueryStream]:
-        """Held-back queries that may be written now, taken off and counted: the oldest head of a client's queue
-        that the rule allows first, until none is allowed."""
+        """Held-back queries that may be written now, taken off and counted: the first head of a client's queue
+        (highest priority, then arrival) that the rule allows first, until none is allowed."""
         taken: list[QueryStream] = []
         while self._waiting:
-            heads = sorted((queue[0][0], key) for key, queue in self._waiting.items())
-            key = next((key for _, key in heads if self._may_run(key, self._waiting[key][0][1].finals_left)), None)
+            heads = sorted((queue[0][:2], key) for key, queue in self._waiting.items())
+            key = next((key for _, key in heads if self._may_run(key, self._waiting[key][0][2].finals_left)), None)
             if key is None:
                 break
             queue = self._waiting[key]
-            _, stream = queue.popleft()
+            stream = heapq.heappop(queue)[2]
             if not queue:
                 del self._waiting[key]
             stream.held = False
@@ -139,3 +144,12 @@ class Dispatch:
         self.in_engine += turns
         if stream.client is not None:
             self._holding[stream.client] = self._holding.get(stream.client, 0) + turns
+
+
+def _priority(stream: QueryStream) -> int:
+    """The priority KataGo would queue the query with (`priorities`, one per turn: its highest), 0 when unset."""
+    body = stream.query.body
+    several = read_priorities(body["priorities"]) if "priorities" in body else None
+    if several:
+        return max(several)
+    return read_priority(body.get("priority", 0)) or 0
