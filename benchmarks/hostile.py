@@ -91,6 +91,8 @@ def _config(settings: Settings, directory: Path, args: argparse.Namespace) -> Pa
         data["limits"]["max_inflight_queries"] = args.max_inflight
     if args.fairness:
         data["priority"]["fairness"] = True
+    if args.thread_reserve is not None:
+        data["engine"]["thread_reserve"] = args.thread_reserve
     path = directory / "kgserve_hostile.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
@@ -364,6 +366,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--frozen-seconds", type=float, default=15.0)
     p.add_argument("--max-inflight", type=int, default=None, help="limits.max_inflight_queries (default: shipped)")
     p.add_argument("--fairness", action="store_true", help="priority.fairness true (the levels on; shipped off)")
+    p.add_argument(
+        "--thread-reserve", type=float, default=None, help="engine.thread_reserve (default: shipped; 0: off)"
+    )
     p.add_argument("--memory-queries", type=int, default=1000)
     p.add_argument("--memory-query-bytes", type=int, default=1_000_000)
     p.add_argument("--memory-clients", type=int, default=1, help="addresses the ~1 MB queries come from")

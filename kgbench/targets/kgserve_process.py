@@ -226,9 +226,12 @@ class KgserveProcess:
                 self.proc.stdout.close()
 
 
-def one_client(limits: dict[str, Any]) -> None:
-    """kgserve's limits for a load generator that is its only client: the per-client caps (issue 27) as wide as the
-    server-wide ones, so the measured load is not refused as one client's share."""
+def one_client(data: dict[str, Any]) -> None:
+    """kgserve's config for a load generator that is its only client: the per-client caps (issue 27) as wide as the
+    server-wide ones, so the measured load is not refused as one client's share, and no thread reserve (nobody else
+    would use the threads it keeps free: the engine would be measured with fewer threads than its cfg says)."""
+    data.setdefault("engine", {})["thread_reserve"] = 0.0
+    limits = data.setdefault("limits", {})
     limits["max_inflight_per_client"] = limits["max_inflight_queries"]
     limits["max_connections_per_client"] = 1 << 16
     limits["memory_per_client_bytes"] = limits.get("memory_budget_bytes", 256 << 20)
@@ -239,7 +242,7 @@ def write_config(settings: Settings, directory: Path, *, max_inflight: int = 409
     data: dict[str, Any] = settings.model_dump(mode="json")
     data["server"].update(host="127.0.0.1", port=0, auth_token_env=None)
     data.setdefault("limits", {})["max_inflight_queries"] = max_inflight
-    one_client(data["limits"])
+    one_client(data)
     path = directory / "kgserve_bench.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path

@@ -51,7 +51,7 @@ def job_settings_yaml(settings: Settings, cfg_path: Path, engines: int, min_infl
         data["engine"]["throughput_test"] = True
     limits = data.setdefault("limits", {})
     limits["max_inflight_queries"] = max(int(limits.get("max_inflight_queries", 0)), min_inflight)
-    one_client(limits)  # the load generator is the job's kgserve's only client
+    one_client(data)  # the load generator is the job's kgserve's only client
     header = "# kgserve config of one kgbench job (generated from the runtime config; absolute paths)\n"
     return header + yaml.safe_dump(data, sort_keys=False)
 
