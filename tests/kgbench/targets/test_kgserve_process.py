@@ -6,11 +6,13 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kgbench.targets.base import TargetError
 from kgbench.targets.enginelog import find_unused_keys, parse_nn_stats
-from kgbench.targets.kgserve_process import KgserveProcess
-from tests.conftest import REFERENCE
+from kgbench.targets.kgserve_process import KgserveProcess, write_config
+from kgserve.settings import load_settings
+from tests.conftest import REFERENCE, REPO
 
 
 def as_kgserve_log(text: str, index: int) -> str:
@@ -98,3 +100,10 @@ def test_not_ready_in_time(tmp_path: Path) -> None:
             proc.wait_ready(0.5)
     finally:
         proc.stop(grace_s=1)
+
+
+def test_the_load_generators_kgserve_has_no_thread_reserve(tmp_path: Path) -> None:
+    """kgbench's kgserve has one client, the load generator: a reserve would only leave threads idle."""
+    config = yaml.safe_load(write_config(load_settings(REPO / "runtime" / "config.yaml"), tmp_path).read_text())
+    assert config["engine"]["thread_reserve"] == 0
+    assert config["limits"]["max_inflight_per_client"] == config["limits"]["max_inflight_queries"]
