@@ -101,7 +101,9 @@ def _config(settings: Settings, directory: Path, args: argparse.Namespace) -> Pa
 @contextlib.contextmanager
 def hostile_server(kind: str, args: argparse.Namespace) -> Iterator[tuple[KgserveProcess, Settings, dict[str, str]]]:
     """kgserve for the attacks of `kind`: shared (one engine, the served cfg), queue (one engine whose queue
-    decides: two analysis threads), pool (two engines), drain (one engine, a short grace period)."""
+    decides: `--queue-threads` analysis threads, and no thread reserve unless `--thread-reserve` says: with one,
+    the victim, another client holding no thread, takes a reserved thread whatever the priority classes, so the
+    queue's order is not what would be measured), pool (two engines), drain (one engine, a short grace period)."""
     settings = sim_settings(2 if kind == "pool" else 1)
     env = sim_env(None, device=f"hostile{kind}{os.getpid()}", KGSERVE_SIM_SPEED="1")
     env["KGSERVE_HOSTILE_INTERACTIVE"] = INTERACTIVE_TOKEN
@@ -109,7 +111,9 @@ def hostile_server(kind: str, args: argparse.Namespace) -> Iterator[tuple[Kgserv
         if kind == "queue":
             cfg = Path(tmp) / "queue.cfg"
             cfg.write_text(CFG_TEXT.format(threads=args.queue_threads), encoding="utf-8")
-            settings = settings.model_copy(update={"engine": settings.engine.model_copy(update={"cfg": cfg})})
+            reserve = 0.0 if args.thread_reserve is None else args.thread_reserve
+            engine = settings.engine.model_copy(update={"cfg": cfg, "thread_reserve": reserve})
+            settings = settings.model_copy(update={"engine": engine})
         if kind == "drain":
             server = settings.server.model_copy(update={"grace_period_s": args.drain_grace})
             settings = settings.model_copy(update={"server": server})
