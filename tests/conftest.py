@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -50,6 +51,15 @@ def analysis_query(
         query["maxVisits"] = max_visits
     query.update(fields)
     return query
+
+
+def serving_cfg_with_threads(directory: Path, threads: int) -> Path:
+    """The tracked serving cfg (runtime/katago_serving.cfg) with `numAnalysisThreads = threads`, written into
+    `directory`: tests that need an engine whose analysis threads run out (queues, the thread reserve)."""
+    serving = (REPO / "runtime" / "katago_serving.cfg").read_text(encoding="utf-8")
+    cfg = directory / f"serving_{threads}_threads.cfg"
+    cfg.write_text(re.sub(r"(?m)^numAnalysisThreads\s*=.*$", f"numAnalysisThreads = {threads}", serving), "utf-8")
+    return cfg
 
 
 def sim_env(speed: float = KGSERVE_SIM_SPEED, *, device: str = "private", **extra: str) -> dict[str, str]:

@@ -33,6 +33,7 @@ from kgbench.search.study import (
     trial_key,
 )
 from kgbench.search.trial import TrialLink, trial_overrides
+from tests.helpers.kgbench_runs import CPU_SEARCH
 
 
 def test_space_from_sweep_overrides() -> None:
@@ -193,11 +194,7 @@ def test_tpe_start_up_trials_are_sized_to_the_budget() -> None:
 
 
 def test_the_space_is_printed_before_any_job_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--space", "-m", "backend=eigen", "threads=cpu", "load=cpu", "hparams_search=optuna",
-            "hydra.sweeper.n_trials=3", "~hydra.sweeper.params.nnMaxBatchSize",
-            "~hydra.sweeper.params.numNNServerThreadsPerModel",
-            "hydra.sweeper.params.numAnalysisThreads='tag(ordered, choice(1, 2, 4))'",
-            "numSearchThreadsPerAnalysisThread=tag(ordered, choice(1, 2, 4))"]  # fmt: skip
+    args = [*CPU_SEARCH, "hydra.sweeper.n_trials=3"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "numAnalysisThreads                 ordered choice  1, 2, 4" in out

@@ -17,6 +17,7 @@ from kgbench.search.space import SearchError, parse_space
 from kgbench.search.start import describe_start, start_params
 from kgbench.search.study import JOB_S_ATTR, REUSED_ATTR, enqueue_start, measured_trials, open_storage
 from kgbench.search.trial import record_job_seconds
+from tests.helpers.kgbench_runs import CPU_SEARCH
 
 GPU = [
     "++nnMaxBatchSize=tag(ordered, choice(16, 32, 64, 128, 256, 512))",
@@ -124,11 +125,7 @@ def test_the_job_second_budget_counts_every_workers_jobs_and_stops_before_passin
 
 
 def test_the_space_shows_the_start_and_the_job_second_budget(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--space", "-m", "backend=eigen", "threads=cpu", "load=cpu", "hparams_search=optuna",
-            "hydra.sweeper.n_trials=9", "hydra.sweeper.budget_s=57", "~hydra.sweeper.params.nnMaxBatchSize",
-            "~hydra.sweeper.params.numNNServerThreadsPerModel",
-            "hydra.sweeper.params.numAnalysisThreads='tag(ordered, choice(1, 2, 4))'",
-            "numSearchThreadsPerAnalysisThread=tag(ordered, choice(1, 2, 4))"]  # fmt: skip
+    args = [*CPU_SEARCH, "hydra.sweeper.n_trials=9", "hydra.sweeper.budget_s=57"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "budget: hydra.sweeper.budget_s=57 job-seconds" in out

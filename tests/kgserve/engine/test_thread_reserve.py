@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import signal
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from kgserve.engine.errors import EngineDied
 from kgserve.engine.pool import EnginePool
 from kgserve.engine.stream import QueryStream
-from tests.conftest import REPO, sim_env
+from tests.conftest import serving_cfg_with_threads, sim_env
 from tests.helpers.engine_checks import kinds, make_query, ready_pool
 
 from .conftest import pool_settings
@@ -30,10 +29,7 @@ SIM_ENV = sim_env(100, KGSERVE_SIM_SEED="1")
 
 
 def _cfg(directory: Path) -> Path:
-    serving = (REPO / "runtime" / "katago_serving.cfg").read_text(encoding="utf-8")
-    cfg = directory / "four_threads.cfg"
-    cfg.write_text(re.sub(r"(?m)^numAnalysisThreads\s*=.*$", f"numAnalysisThreads = {THREADS}", serving), "utf-8")
-    return cfg
+    return serving_cfg_with_threads(directory, THREADS)
 
 
 @pytest.fixture

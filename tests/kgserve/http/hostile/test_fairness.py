@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.conftest import REPO, analysis_query
+from tests.conftest import analysis_query, serving_cfg_with_threads
 from tests.helpers.http import metric_value
 
 pytestmark = pytest.mark.slow
@@ -33,9 +32,7 @@ def start(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve_
 
     def run(fairness: bool) -> Any:
         directory = tmp_path_factory.mktemp("kgserve")
-        serving = (REPO / "runtime" / "katago_serving.cfg").read_text(encoding="utf-8")
-        cfg = Path(directory) / "one_thread.cfg"
-        cfg.write_text(re.sub(r"(?m)^numAnalysisThreads\s*=.*$", "numAnalysisThreads = 1", serving), encoding="utf-8")
+        cfg = serving_cfg_with_threads(Path(directory), 1)
         config = config_writer(directory, engine={"cfg": str(cfg)}, priority={"fairness": fairness})
         process = kgserve_process(config, {"KGSERVE_SIM_SPEED": "1"})
         started.append(process)

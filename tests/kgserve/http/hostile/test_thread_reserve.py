@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from tests.conftest import REPO, analysis_query
+from tests.conftest import analysis_query, serving_cfg_with_threads
 from tests.helpers.http import metric_value
 
 pytestmark = pytest.mark.slow
@@ -32,10 +31,7 @@ def start(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve_
 
     def run(share: float) -> Any:
         directory = tmp_path_factory.mktemp("kgserve")
-        serving = (REPO / "runtime" / "katago_serving.cfg").read_text(encoding="utf-8")
-        cfg = Path(directory) / "four_threads.cfg"
-        text = re.sub(r"(?m)^numAnalysisThreads\s*=.*$", f"numAnalysisThreads = {THREADS}", serving)
-        cfg.write_text(text, encoding="utf-8")
+        cfg = serving_cfg_with_threads(Path(directory), THREADS)
         config = config_writer(directory, engine={"cfg": str(cfg), "thread_reserve": share})
         process = kgserve_process(config, {"KGSERVE_SIM_SPEED": "1"})
         started.append(process)

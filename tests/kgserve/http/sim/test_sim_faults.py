@@ -4,7 +4,6 @@ terminated, and a short query afterwards is answered in full instead of waiting 
 from __future__ import annotations
 
 import json
-import re
 import socket
 import time
 from collections.abc import Iterator
@@ -13,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import REPO, analysis_query
+from tests.conftest import analysis_query, serving_cfg_with_threads
 from tests.helpers.http import metric
 
 pytestmark = pytest.mark.slow
@@ -23,9 +22,7 @@ pytestmark = pytest.mark.slow
 def server(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve_process: Any) -> Iterator[Any]:
     directory = tmp_path_factory.mktemp("kgserve")
     # few analysis threads: searches nobody terminates would make a later query wait behind them
-    serving_cfg = (REPO / "runtime" / "katago_serving.cfg").read_text(encoding="utf-8")
-    cfg = directory / "serving.cfg"
-    cfg.write_text(re.sub(r"(?m)^numAnalysisThreads\s*=.*$", "numAnalysisThreads = 8", serving_cfg), encoding="utf-8")
+    cfg = serving_cfg_with_threads(directory, 8)
     config = config_writer(directory, limits={"max_visits": 10_000_000}, engine={"cfg": str(cfg)})
     process = kgserve_process(config, {"KGSERVE_SIM_SPEED": "20"})
     process.wait_listening()
