@@ -48,7 +48,7 @@ from optuna.trial import TrialState
 
 from kgbench.search.budget import jobs_that_fit, spent
 from kgbench.search.space import SearchSpace, parse_space
-from kgbench.search.start import FACTORS, KATAGO, describe_start, start_params
+from kgbench.search.start import FACTORS, KATAGO, describe_start, shown, start_params
 from kgbench.search.study import (
     JOB_S_ATTR,
     PRUNER_ATTR,
@@ -201,11 +201,11 @@ class OptunaSweeper(Sweeper):
     def _enqueue_start(self, study: optuna.Study, params: dict[str, object] | None) -> None:
         if params is None or self.space is None:
             return
-        shown = " ".join(f"{k}={v}" for k, v in self.space.values(params).items())
+        start = shown(self.space, params)
         if (earlier := enqueue_start(study, params)) is not None:
-            log.info("start %s: trial %d has it already (measured, running or enqueued), not enqueued", shown, earlier)
+            log.info("start %s: trial %d has it already (measured, running or enqueued), not enqueued", start, earlier)
         else:
-            log.info("start %s: enqueued as the next trial", shown)
+            log.info("start %s: enqueued as the next trial", start)
 
     def _jobs_within_budget(self, study: optuna.Study, wanted: int) -> int:
         """How many jobs the job-second budget allows this round (``wanted`` without one); 0 logs why it stops."""

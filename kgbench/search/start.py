@@ -26,7 +26,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 
 from kgbench.search.space import SearchError, SearchSpace
 
-__all__ = ["ADVICE", "FACTORS", "KATAGO", "describe_start", "start_params"]
+__all__ = ["ADVICE", "FACTORS", "KATAGO", "describe_start", "shown", "start_params"]
 
 KATAGO = "katago"
 ANALYSIS = "numAnalysisThreads"
@@ -56,10 +56,14 @@ def describe_start(space: SearchSpace, params: Mapping[str, object] | None, sett
         if str(setting) == KATAGO:
             return f"start: none ({ADVICE} speaks of none of the searched keys)"
         return "start: none: the sampler proposes every trial"
-    shown = " ".join(f"{k}={v}" for k, v in space.values(params).items())
     where = "hydra.sweeper.start" if isinstance(setting, Mapping) else ADVICE
     rest = "" if len(params) == len(space.distributions) else "; the sampler picks the other keys"
-    return f"start: {shown}: the first trial, from {where}{rest}; hydra.sweeper.start=none: no start"
+    return f"start: {shown(space, params)}: the first trial, from {where}{rest}; hydra.sweeper.start=none: no start"
+
+
+def shown(space: SearchSpace, params: Mapping[str, object]) -> str:
+    """A start's params as the job runs them: ``numAnalysisThreads=4 numSearchThreadsPerAnalysisThread=1``."""
+    return " ".join(f"{k}={v}" for k, v in space.values(params).items())
 
 
 def _katago_start(space: SearchSpace, known: Mapping[str, object]) -> dict[str, object]:
