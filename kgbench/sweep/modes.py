@@ -16,13 +16,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.enginebench.parse import trt_cache_status
 from kgbench.enginebench.run import EngineBenchError, run_engine_benchmark
-from kgbench.load.traffic import QuerySource
+from kgbench.load.kinds import Traffic
 from kgbench.load.types import LevelHook, LoadResult, LoadSettings
 from kgbench.search.trial import TrialLink
 from kgbench.sweep.compose.spec import Prepared, section
 from kgbench.sweep.device import job_device, job_net, net_tags, watch_figures
 from kgbench.sweep.failure import JobFailure
-from kgbench.sweep.positions import job_queries, position_metrics
+from kgbench.sweep.positions import job_traffic, position_metrics
 from kgbench.sweep.progress import JobProgress
 from kgbench.targets.base import Target
 from kgbench.targets.direct import PoolTarget
@@ -116,7 +116,7 @@ def _measure(
     prepared: Prepared,
     job_dir: Path,
     load: LoadSettings,
-    queries: QuerySource,
+    queries: Traffic,
     run: JobRun,
     progress: JobProgress,
     on_level: LevelHook | None = None,
@@ -140,6 +140,8 @@ def _measure(
         target.stop(prepared.settings.server.grace_period_s)
     log = target.engine_log()
     extra.update(parse_nn_stats(log))
+    if extra.get("nn_rows") and result.visits_total > 0:  # what the NN cache saved: below 1, rows it answered
+        extra["nn_rows_per_visit"] = extra["nn_rows"] / result.visits_total
     figures, tags = watch_figures(prepared, watch, result, extra, job_dir)
     extra.update(figures)
     run.set_tags(tags)
@@ -183,7 +185,7 @@ def load_mode(
     """``sweep_dir``: the multirun's folder, whose ledger shares the positions out between the jobs (None: a single
     run, its own positions); ``job``: how the ledger names this job."""
     load = _load_settings(cfg)
-    queries, position_tags = job_queries(load.seed, sweep_dir, job)
+    queries, position_tags = job_traffic(load, sweep_dir, job)
     run.set_tags({**_model_tags(prepared), **position_tags})
     link = TrialLink.from_cfg(cfg)  # launched by the Optuna sweeper: report every level to the trial
     if link is not None:
