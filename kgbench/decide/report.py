@@ -25,7 +25,7 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.decide import runs as runlib
 from kgbench.decide.reportplots import concurrency_plot, pareto_plot
-from kgbench.decide.selection import RULE, Selection, choose_winner
+from kgbench.decide.selection import RULE, Selection, choose_winner, objective_for
 from kgbench.track.coldstart import ColdStart, cold_start
 from kgbench.track.schema import BACKEND, BUILD_GROUP, PROMOTED, SIMULATED, TRT_CACHE
 from kgserve.paths import PROJECT_ROOT
@@ -36,6 +36,9 @@ METRIC_COLUMNS = (
     "req_per_s",
     "req_per_s_ci_low",
     "req_per_s_ci_high",
+    "turns_per_s",
+    "turn_p50_ms",
+    "nn_rows_per_visit",
     "goodput_per_s",
     "slo_ms",
     "knee_concurrency",
@@ -68,7 +71,9 @@ def build_table(runs: list[Run], selection: Selection | None = None) -> pd.DataF
     """One row per run, best req/s first; the swept keys as columns; `winner` marks the promote rule's
     choice (simulated runs allowed, no SLO)."""
     keys = [k for k in runlib.swept_keys(runs) if k != "backend"]
-    selection = selection or choose_winner(runlib.candidates(runs), allow_simulated=True)
+    if selection is None:
+        cands = runlib.candidates(runs)
+        selection = choose_winner(cands, allow_simulated=True, objective=objective_for(cands))
     winner = selection.winner.run_id if selection.winner else None
     verdicts = {v.candidate.run_id: v.reason for v in selection.verdicts}
     rows = []
@@ -101,8 +106,9 @@ def build_table(runs: list[Run], selection: Selection | None = None) -> pd.DataF
             table[column] = pd.to_numeric(table[column], errors="coerce")
     optional = (*ENGINE_COLUMNS, "trt_cache", "build_group")
     table = table.drop(columns=[c for c in optional if c in table.columns and table[c].isna().all()])
-    if not table.empty:
-        table = table.sort_values(["req_per_s", "visits_per_s"], ascending=False, na_position="last", kind="stable")
+    if not table.empty:  # best first by the rule's objective (turns/s for review, interactive or mixed traffic)
+        first = "turns_per_s" if selection.objective == "turns_per_s" and "turns_per_s" in table else "req_per_s"
+        table = table.sort_values([first, "visits_per_s"], ascending=False, na_position="last", kind="stable")
     return table.reset_index(drop=True)
 
 
@@ -156,7 +162,8 @@ def _summary(
         row = table[table["run_id"] == winner].iloc[0]
         lines.append(
             f"- winner under the rule (no SLO): `{winner}` backend **{row['backend']}** {row['label']} "
-            f"- {_cell(row['req_per_s'])} req/s, p99 {_cell(row['p99_ms'])} ms "
+            f"- {_cell(row['req_per_s'])} req/s, {_cell(row.get('turns_per_s'))} turns/s, "
+            f"p99 {_cell(row['p99_ms'])} ms "
             f"(`python -m kgbench.promote --sweep {sweep_id}`)"
         )
         if decision:
@@ -189,7 +196,8 @@ def write_report(
     sweep_id = runlib.sweep_id_of(parent)
     runs = runlib.sweep_children(client, parent)
     out_dir.mkdir(parents=True, exist_ok=True)
-    selection = choose_winner(runlib.candidates(runs), allow_simulated=True)
+    cands = runlib.candidates(runs)
+    selection = choose_winner(cands, allow_simulated=True, objective=objective_for(cands))
     table = build_table(runs, selection)
     winner = str(table.loc[table["winner"], "run_id"].iloc[0]) if not table.empty and table["winner"].any() else None
     shown = [c for c in table.columns if c not in ("winner", "label", "run_id")]

@@ -232,7 +232,8 @@ async def _run_level(
 
     def report(phase: Any, window: int, rate: float) -> None:
         if progress is not None:
-            progress(ProgressUpdate(concurrency, index, planned_levels(load), phase, window, rate, level.errors))
+            unit = "turns/s" if load.counts_turns else "req/s"
+            progress(ProgressUpdate(concurrency, index, planned_levels(load), phase, window, rate, level.errors, unit))
 
     level_start = level.now()
     # warmup: warmup_s, and at least until one round of requests (min(concurrency, 8)) came back (traffic counting

@@ -356,8 +356,9 @@ class ProgressUpdate:
     levels: int
     phase: Literal["warmup", "measure", "drain", "done"]
     window: int
-    req_per_s: float  # live, over the last window (or since the level started)
+    req_per_s: float  # live, over the last window (or since the level started); in `unit`
     errors: int  # errors so far in this level
+    unit: str = "req/s"  # turns/s when the traffic counts analysed turns (review, interactive, mixed)
 
 
 Progress = Callable[[ProgressUpdate], None]

@@ -16,7 +16,7 @@ from mlflow.entities import Run
 from kgbench.decide import runs as runlib
 from kgbench.decide.report import write_report
 from kgbench.decide.runtimes import promote_command, shown_path
-from kgbench.decide.selection import choose_winner
+from kgbench.decide.selection import choose_winner, objective_for
 from kgbench.decide.verdict import verdict_line
 from kgbench.sweep import state
 from kgbench.track import summary, tracking
@@ -33,7 +33,8 @@ def _note(message: str) -> None:
 def _best_lines(runs: list[Run]) -> list[str]:
     """The best job by promote's rule (simulated and synthetic runs allowed: the sweep ran them) and how to promote
     it; when no job qualifies, why not."""
-    selection = choose_winner(runlib.candidates(runs), allow_simulated=True, allow_synthetic=True)
+    cands = runlib.candidates(runs)
+    selection = choose_winner(cands, allow_simulated=True, allow_synthetic=True, objective=objective_for(cands))
     if selection.winner is None:
         reasons = sorted({v.reason for v in selection.verdicts if v.reason})
         return [f"no job qualifies for promotion ({'; '.join(reasons[:4]) or 'no jobs'})"]
@@ -54,7 +55,7 @@ def summarise(sweep: state.SweepRun | None, sweep_dir: Path) -> None:
     succeeded = int((frame["status"] == "FINISHED").sum()) if not frame.empty else 0
     state.set_sweep_result(total=len(frame), succeeded=succeeded)
     text = summary.format_table(frame)
-    lines = [f"kgbench sweep: {len(frame)} job(s), sorted by req/s", text]
+    lines = [f"kgbench sweep: {len(frame)} job(s), sorted by {frame.attrs.get('sorted_by', 'req/s')}", text]
     if sweep.skipped:
         lines.append(f"skipped before start: {len(sweep.skipped)} job(s): {summary.skipped_text(sweep.skipped)}")
     start = cold_start(runs)
