@@ -6,8 +6,9 @@
   sends it (DodaGames' katago-server; KaTrain analyses every move of a loaded game). Workers share one order of
   games; many games are in flight at once.
 - ``interactive``: each worker is a player stepping through one game a move at a time (turn 0, 1, 2, ...), one
-  query in flight, with `reportDuringSearchEvery` (what KaTrain shows while it thinks); at the game's end the player
-  opens the next game of the shared order.
+  query in flight, with `reportDuringSearchEvery` (what KaTrain shows while it thinks; `load.report_every_s: null`:
+  without, a client analysing a game one position a request); at the game's end the player opens the next game of
+  the shared order.
 - ``mixed``: the workers of each level shared out between those kinds in the ratio `load.mix` (largest remainders:
   at concurrency 8 with review 0.5, interactive 0.25, distinct 0.25: 4, 2 and 2 workers).
 
@@ -189,7 +190,7 @@ class Player:
 
     kind = "interactive"
 
-    def __init__(self, order: GameOrder, report_every_s: float) -> None:
+    def __init__(self, order: GameOrder, report_every_s: float | None) -> None:
         self.order = order
         self.report_every_s = report_every_s
         self.variant = order.next()
@@ -201,7 +202,8 @@ class Player:
             self.variant, self.turn = self.order.next(), 0
             self.turns_in_game = len(self.order.games[self.variant.game].moves) + 1
         body = self.order.query(self.variant, self.turn)
-        body["reportDuringSearchEvery"] = self.report_every_s
+        if self.report_every_s is not None:
+            body["reportDuringSearchEvery"] = self.report_every_s
         key = self.order.key(self.variant, self.turn)
         self.turn += 1
         return key, body
@@ -213,9 +215,9 @@ class InteractiveTraffic:
 
     kind = "interactive"
 
-    def __init__(self, order: GameOrder, report_every_s: float) -> None:
-        if not report_every_s > 0:
-            raise ValueError(f"interactive traffic needs load.report_every_s > 0, got {report_every_s!r}")
+    def __init__(self, order: GameOrder, report_every_s: float | None) -> None:
+        if report_every_s is not None and not report_every_s > 0:
+            raise ValueError(f"load.report_every_s must be > 0 or null, got {report_every_s!r}")
         self.order = order
         self.report_every_s = report_every_s
 

@@ -46,7 +46,8 @@ Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
   ``distinct`` (its positions as before), ``selfplay`` for the rest.
 - ``mix`` [{review: 0.5, interactive: 0.25, distinct: 0.25}]: ``traffic: mixed``: each level's workers shared out
   in this ratio (largest remainders).
-- ``report_every_s`` [0.5]: ``interactive``: the ``reportDuringSearchEvery`` of its queries.
+- ``report_every_s`` [0.5]: ``interactive``: the ``reportDuringSearchEvery`` of its queries (null: none, a client
+  that sends one position at a time and waits for its answer: DodaGames' baseline against whole-game requests).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class LoadSettings:
     traffic: TrafficKind = "distinct"
     games: GameSet | None = None
     mix: Mapping[str, float] = field(default_factory=lambda: {"review": 0.5, "interactive": 0.25, "distinct": 0.25})
-    report_every_s: float = 0.5
+    report_every_s: float | None = 0.5
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(int(c) < 1 for c in self.concurrency):
@@ -161,8 +162,8 @@ class LoadSettings:
                 raise ValueError(
                     f"load.mix gives shares >= 0 (some > 0) to distinct, review, interactive, got {dict(self.mix)}"
                 )
-        if not self.report_every_s > 0:
-            raise ValueError(f"load.report_every_s must be > 0, got {self.report_every_s!r}")
+        if self.report_every_s is not None and not self.report_every_s > 0:
+            raise ValueError(f"load.report_every_s must be > 0 or null, got {self.report_every_s!r}")
         if "analyzeTurns" in self.query_fields:
             raise ValueError("load.query_fields must not set analyzeTurns: load.traffic=review analyses every turn")
 

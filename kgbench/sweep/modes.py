@@ -47,7 +47,7 @@ from kgbench.track.schema import (
 from kgbench.track.tracking import JobRun, log_load_result
 from kgserve.engine.client import is_simulated
 
-__all__ = ["engine_mode", "headline_req_per_s", "load_mode", "model_sha256"]
+__all__ = ["engine_mode", "headline_value", "load_mode", "model_sha256"]
 
 _VERSION_RE = re.compile(r"KataGo v(\S+)")
 
@@ -84,16 +84,19 @@ def _ready_tags(ready: Mapping[str, Any]) -> dict[str, str]:
     return tags
 
 
-def headline_req_per_s(result: LoadResult) -> float:
-    """The job's headline: the best level's req/s; JobFailure (with the errors by kind) when nothing succeeded."""
+def headline_value(result: LoadResult) -> float:
+    """The job's headline: the best level's req/s, or its analysed turns/s when the traffic's requests are not one
+    turn each (review, interactive, mixed: a review's game may outlast the windows); JobFailure (with the errors by
+    kind) when nothing succeeded."""
     head = result.headline()
-    if head is None or head.req_per_s <= 0:
+    value = head.rate(result.traffic != "distinct")[0] if head is not None else 0.0
+    if head is None or not value > 0:
         kinds: dict[str, int] = {}
         for level in result.levels:
             for kind, count in level.errors_by_kind.items():
                 kinds[kind] = kinds.get(kind, 0) + count
         raise JobFailure(f"no request succeeded at any level (errors by kind: {kinds or 'none recorded'})")
-    return float(head.req_per_s)
+    return float(value)
 
 
 def _load_settings(cfg: DictConfig) -> LoadSettings:
@@ -218,13 +221,13 @@ def load_mode(
             run.set_tags({TRT_CACHE: cache})
     if unused is not None:  # KataGo ignored a key: the figures are logged, but they do not measure this cfg
         log_load_result(run, result, extra, job_dir, "")
-        headline_req_per_s(result)
+        headline_value(result)
         raise JobFailure(unused)
     if link is not None and link.pruned_at is not None:
         run.set_tags({PRUNED: flag(True)})
         progress.stage(f"pruned by the search after level {link.pruned_at + 1}")
     log_load_result(run, result, extra, job_dir, f"{prepared.backend} {prepared.transport}: {job_dir.name}")
-    return headline_req_per_s(result)
+    return headline_value(result)
 
 
 def engine_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, progress: JobProgress) -> float:

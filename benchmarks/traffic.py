@@ -1,0 +1,198 @@
+"""`python -m benchmarks.traffic SCENARIO --round N`: issue 35's measurements on the real CPU KataGo, one locked
+batch a call (each under ~10 minutes: `flock /tmp/kg-measure.lock python -m benchmarks.traffic ...`).
+
+Scenarios (every one `backend=eigen threads=cpu` with the binary and net of KGBENCH_KATAGO_BIN/KGBENCH_KATAGO_MODEL,
+16 visits a turn as load=cpu, the contention check off and no race: the rounds are the replicates, the machine is
+shared and its load is recorded instead):
+
+    cache   load=review at nnCacheSizePowerOfTwo CACHE_SIZES (round 2 in the reverse order): turns/s, NN rows per visit
+    grid    --traffic distinct|review: numAnalysisThreads 1,2,4 x numSearchThreadsPerAnalysisThread 1,2,4 (issue 28's
+            real-CPU grid; round 2 reversed), load=cpu or its review twin
+    doda    load=review against load=positions (one game a request vs one position a request, DodaGames' comparison)
+            at 1 and 4 clients; round 2 the other order
+    kinds   load=interactive and load=mixed, for their figures (latency per turn, partial reports)
+    report  the tables for docs/ from every saved round
+
+Each call runs `python -m kgbench` as a user would (its own MLflow store under OUT/<scenario>-r<N>/), records
+`uptime` before and after and the load average every 5 s, and saves OUT/<scenario>-r<N>.json: the args, the machine,
+every job's figures. `--smoke` runs two configs with short windows to check the harness itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from mlflow.tracking import MlflowClient
+
+from benchmarks.contention import LoadWatch
+from kgserve.paths import PROJECT_ROOT as REPO
+
+__all__ = ["CACHE_SIZES", "main", "report"]
+
+CACHE_SIZES = (-1, 4, 6, 8, 10, 12, 16, 23)  # -1: no table at all (KataGo's setting); 23: the analysis default
+BASE = ["backend=eigen", "threads=cpu", "contention.check=false", "race.enabled=false", "load.max_visits=16"]
+REVIEW_CPU = ["load=review", "load.concurrency=[2]", "load.warmup_s=8", "load.window_s=8", "load.min_windows=3",
+              "load.max_windows=6", "load.tolerance=0.15"]  # fmt: skip
+GRID = {"numAnalysisThreads": (1, 2, 4), "numSearchThreadsPerAnalysisThread": (1, 2, 4)}
+METRICS = ("req_per_s", "req_per_s_ci_low", "req_per_s_ci_high", "turns_per_s", "turns_per_s_ci_low",
+           "turns_per_s_ci_high", "turn_p50_ms", "turn_p99_ms", "p50_ms", "p99_ms", "visits_per_s", "nn_rows",
+           "nn_rows_per_visit", "visits_total", "turns_total", "nn_avg_batch_size", "errors", "timeouts",
+           "host_cpu_busy_pct", "other_cpu_cores", "headline_concurrency", "engine_start_s")  # fmt: skip
+
+
+def _engine() -> list[str]:
+    binary, model = os.environ.get("KGBENCH_KATAGO_BIN"), os.environ.get("KGBENCH_KATAGO_MODEL")
+    if not binary or not model:
+        raise SystemExit("set KGBENCH_KATAGO_BIN and KGBENCH_KATAGO_MODEL (docs/real-katago.md)")
+    return [f"engine.binary={binary}", f"engine.model={model}"]
+
+
+def _ordered(values: Sequence[Any], round_: int) -> str:
+    return ",".join(str(v) for v in (values if round_ % 2 else list(reversed(values))))
+
+
+def scenario_args(scenario: str, round_: int, traffic: str, smoke: bool) -> list[str]:
+    """The kgbench arguments of one round (odd rounds in the given order, even rounds reversed)."""
+    short = ["load.warmup_s=2", "load.window_s=2", "load.max_windows=3"] if smoke else []
+    if scenario == "cache":
+        sizes = (-1, 23) if smoke else CACHE_SIZES
+        return [*REVIEW_CPU, f"nnCacheSizePowerOfTwo={_ordered(sizes, round_)}", *short]
+    if scenario == "grid":
+        load = REVIEW_CPU if traffic == "review" else ["load=cpu"]
+        grid = {"numAnalysisThreads": (1, 4), "numSearchThreadsPerAnalysisThread": (1,)} if smoke else GRID
+        return [*load, *(f"{k}={_ordered(v, round_)}" for k, v in grid.items()), *short]
+    windows = ["load.warmup_s=8", "load.window_s=8", "load.min_windows=3", "load.max_windows=6"]
+    if scenario == "doda":
+        loads = _ordered(("review", "positions"), round_)
+        return [f"load={loads}", "load.concurrency=[1,4]", *windows, "load.tolerance=0.15", *short]
+    if scenario == "kinds":
+        loads = _ordered(("interactive", "mixed"), round_)
+        return [f"load={loads}", "load.concurrency=[8]", *windows, "load.tolerance=0.2", *short]
+    raise ValueError(f"unknown scenario {scenario!r}")
+
+
+def _uptime() -> str:
+    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+
+
+def _kgbench(folder: Path, args: Sequence[str]) -> int:
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}", "PYTHONUNBUFFERED": "1"}
+    argv = [sys.executable, "-m", "kgbench", "-m", *args, f"hydra.sweep.dir={folder / 'multirun'}"]
+    print("$", " ".join(argv[1:]), flush=True)
+    with (folder / "kgbench.log").open("w") as log:
+        return subprocess.call(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _jobs(folder: Path) -> list[dict[str, Any]]:
+    client = MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlflow.db'}")
+    exp = client.get_experiment_by_name("kgbench")
+    runs = client.search_runs([exp.experiment_id], "tags.`kgbench.role` = 'job'") if exp else []
+    out = []
+    for run in sorted(runs, key=lambda r: r.info.start_time or 0):
+        params, metrics = run.data.params, run.data.metrics
+        threads = f"{params.get('katago.numAnalysisThreads')}x{params.get('katago.numSearchThreadsPerAnalysisThread')}"
+        levels = client.get_metric_history(run.info.run_id, "level_turns_per_s")
+        out.append({
+            "run_id": run.info.run_id, "status": run.info.status, "name": run.info.run_name,
+            "start": (run.info.start_time or 0) / 1000, "end": (run.info.end_time or 0) / 1000,
+            "traffic": params.get("load.traffic"), "concurrency": params.get("load.concurrency"),
+            "cache_pow": params.get("katago.nnCacheSizePowerOfTwo"),
+            "threads": threads, **{k: metrics.get(k) for k in METRICS},
+            "levels": {str(h.step): h.value for h in levels},
+        })  # fmt: skip
+    return out
+
+
+def run_round(out: Path, scenario: str, round_: int, traffic: str, smoke: bool) -> dict[str, Any]:
+    name = f"{scenario}{'-' + traffic if scenario == 'grid' else ''}-r{round_}"
+    folder = out / name
+    folder.mkdir(parents=True, exist_ok=True)
+    args = [*BASE, *scenario_args(scenario, round_, traffic, smoke), *_engine()]
+    record: dict[str, Any] = {"name": name, "scenario": scenario, "round": round_, "args": args, "smoke": smoke}
+    record["uptime_before"] = _uptime()
+    with LoadWatch() as watch:
+        record["exit_status"] = _kgbench(folder, args)
+    record["uptime_after"] = _uptime()
+    loads = [load for _, load in watch.samples]
+    record.update(load_avg_min=min(loads, default=math.nan), load_avg_max=max(loads, default=math.nan))
+    record["jobs"] = _jobs(folder)
+    (out / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return record
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values) if values else math.nan
+
+
+def _by(records: Sequence[Mapping[str, Any]], key: str) -> dict[str, list[dict[str, Any]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for record in records:
+        for job in record["jobs"]:
+            if job["status"] == "FINISHED":
+                grouped.setdefault(str(job[key]), []).append(job)
+    return grouped
+
+
+def _table(title: str, groups: Mapping[str, list[dict[str, Any]]], columns: Sequence[str]) -> str:
+    lines = [
+        f"### {title}",
+        "",
+        "| config | rounds | " + " | ".join(columns) + " |",
+        "|---|---:|" + "---:|" * len(columns),
+    ]
+    for config, jobs in groups.items():
+        cells = []
+        for column in columns:
+            values = [float(j[column]) for j in jobs if j.get(column) is not None and math.isfinite(float(j[column]))]
+            cells.append(
+                " / ".join(f"{v:.3g}" for v in values) + (f" (mean {_mean(values):.3g})" if len(values) > 1 else "")
+            )
+        lines.append(f"| {config} | {len(jobs)} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def report(out: Path) -> str:
+    saved = [json.loads(p.read_text()) for p in sorted(out.glob("*-r[0-9]*.json"))]
+    parts = []
+    for scenario, key, columns in (
+        ("cache", "cache_pow", ("turns_per_s", "nn_rows_per_visit", "turn_p50_ms", "visits_per_s")),
+        ("grid-distinct", "threads", ("req_per_s", "turns_per_s", "nn_rows_per_visit", "p99_ms")),
+        ("grid-review", "threads", ("turns_per_s", "req_per_s", "nn_rows_per_visit", "turn_p50_ms")),
+        ("doda", "traffic", ("turns_per_s", "nn_rows_per_visit", "turn_p50_ms", "p50_ms")),
+        ("kinds", "traffic", ("turns_per_s", "req_per_s", "p50_ms", "p99_ms", "nn_rows_per_visit")),
+    ):
+        records = [r for r in saved if r["name"].rsplit("-r", 1)[0] == scenario]
+        if records:
+            loads = ", ".join(f"r{r['round']}: {r['load_avg_min']:.2f}-{r['load_avg_max']:.2f}" for r in records)
+            parts.append(_table(f"{scenario} (load average {loads})", _by(records, key), columns))
+    return "\n\n".join(parts) or f"nothing saved in {out} yet"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m benchmarks.traffic", description=__doc__.split("\n\n")[0])
+    p.add_argument("scenario", choices=["cache", "grid", "doda", "kinds", "report"])
+    p.add_argument("--round", type=int, default=1, help="1, 2, ...: even rounds run the configs in reverse order")
+    p.add_argument("--traffic", choices=["distinct", "review"], default="review", help="grid: the traffic")
+    p.add_argument("--out", type=Path, default=Path("bench-traffic"))
+    p.add_argument("--smoke", action="store_true", help="two configs, short windows: checks the harness only")
+    args = p.parse_args(argv)
+    out = args.out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    if args.scenario == "report":
+        print(report(out))
+        return 0
+    record = run_round(out, args.scenario, args.round, args.traffic, args.smoke)
+    print(f"{record['name']}: {len(record['jobs'])} job(s), exit {record['exit_status']}; {out / record['name']}.json")
+    return 0 if record["exit_status"] == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
