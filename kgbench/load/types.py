@@ -162,8 +162,8 @@ class LoadSettings:
                 raise ValueError(
                     f"load.mix gives shares >= 0 (some > 0) to distinct, review, interactive, got {dict(self.mix)}"
                 )
-        if self.report_every_s is not None and not self.report_every_s > 0:
-            raise ValueError(f"load.report_every_s must be > 0 or null, got {self.report_every_s!r}")
+        if self.report_every_s is not None and not 0.1 <= self.report_every_s <= 1e6:  # KataGo's own bounds
+            raise ValueError(f"load.report_every_s must be 0.1 .. 1e6 seconds or null, got {self.report_every_s!r}")
         if "analyzeTurns" in self.query_fields:
             raise ValueError("load.query_fields must not set analyzeTurns: load.traffic=review analyses every turn")
 

@@ -39,8 +39,8 @@ _REMEMBERED = 65536  # recent searches kept (older ones' entries are long gone a
 @dataclass(frozen=True)
 class CacheShares:
     same: float = 0.85  # the same position searched again (KataGo: the tree's evaluations are all in the table)
-    parent: float = 0.0
-    child: float = 0.0
+    parent: float = 0.3  # provisional until calibrated
+    child: float = 0.2
     concurrent: float = 0.5
 
 
