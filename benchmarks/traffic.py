@@ -13,6 +13,10 @@ shared and its load is recorded instead):
     kinds   load=interactive and load=mixed, for their figures (latency per turn, partial reports)
     report  the tables for docs/ from every saved round
 
+`--sim` runs a scenario's round on the simulated engine instead (`backend=sim`, the profile calibrated on this CPU
+and net, `cpu-eigen-b6c96`, at real time): OUT/sim-<scenario>-r<N>.json, which the report sets beside the real one
+(the sim's cache model, kgserve/sim/model/nncache.py, held against the real engine).
+
 Each call runs `python -m kgbench` as a user would (its own MLflow store under OUT/<scenario>-r<N>/), records
 `uptime` before and after and the load average every 5 s, and saves OUT/<scenario>-r<N>.json: the args, the machine,
 every job's figures. `--smoke` runs two configs with short windows to check the harness itself.
@@ -33,19 +37,21 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 
 from benchmarks.contention import LoadWatch
+from kgbench.load.games.library import GAMES_DIR, game_files
 from kgserve.paths import PROJECT_ROOT as REPO
 
 __all__ = ["CACHE_SIZES", "main", "report"]
 
 CACHE_SIZES = (-1, 4, 6, 8, 10, 12, 16, 23)  # -1: no table at all (KataGo's setting); 23: the analysis default
-BASE = ["backend=eigen", "threads=cpu", "contention.check=false", "race.enabled=false", "load.max_visits=16"]
+BASE = ["threads=cpu", "contention.check=false", "race.enabled=false", "load.max_visits=16"]
 REVIEW_CPU = ["load=review", "load.concurrency=[2]", "load.warmup_s=8", "load.window_s=8", "load.min_windows=3",
               "load.max_windows=6", "load.tolerance=0.15"]  # fmt: skip
 GRID = {"numAnalysisThreads": (1, 2, 4), "numSearchThreadsPerAnalysisThread": (1, 2, 4)}
 METRICS = ("req_per_s", "req_per_s_ci_low", "req_per_s_ci_high", "turns_per_s", "turns_per_s_ci_low",
            "turns_per_s_ci_high", "turn_p50_ms", "turn_p99_ms", "p50_ms", "p99_ms", "visits_per_s", "nn_rows",
            "nn_rows_per_visit", "visits_total", "turns_total", "nn_avg_batch_size", "errors", "timeouts",
-           "host_cpu_busy_pct", "other_cpu_cores", "headline_concurrency", "engine_start_s")  # fmt: skip
+           "host_cpu_busy_pct", "other_cpu_cores", "engine_cpu_cores", "frontend_cpu_cores", "headline_concurrency",
+           "engine_start_s")  # fmt: skip
 
 
 def _engine() -> list[str]:
@@ -83,17 +89,21 @@ def _uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
 
-def _kgbench(folder: Path, args: Sequence[str]) -> int:
+SIM_ENV = {"KGSERVE_SIM_PROFILE": "cpu-eigen-b6c96", "KGSERVE_SIM_DEVICE": "private", "KGSERVE_SIM_SPEED": "1"}
+
+
+def _kgbench(folder: Path, args: Sequence[str], sim: bool = False) -> int:
     env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{folder / 'mlflow.db'}", "PYTHONUNBUFFERED": "1"}
+    env.update(SIM_ENV if sim else {})
     argv = [sys.executable, "-m", "kgbench", "-m", *args, f"hydra.sweep.dir={folder / 'multirun'}"]
     print("$", " ".join(argv[1:]), flush=True)
     with (folder / "kgbench.log").open("w") as log:
         return subprocess.call(argv, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
 
 
-def _jobs(folder: Path) -> list[dict[str, Any]]:
+def _jobs(folder: Path, sim: bool = False) -> list[dict[str, Any]]:
     client = MlflowClient(tracking_uri=f"sqlite:///{folder / 'mlflow.db'}")
-    exp = client.get_experiment_by_name("kgbench")
+    exp = client.get_experiment_by_name("kgbench-sim" if sim else "kgbench")
     runs = client.search_runs([exp.experiment_id], "tags.`kgbench.role` = 'job'") if exp else []
     out = []
     for run in sorted(runs, key=lambda r: r.info.start_time or 0):
@@ -111,19 +121,22 @@ def _jobs(folder: Path) -> list[dict[str, Any]]:
     return out
 
 
-def run_round(out: Path, scenario: str, round_: int, traffic: str, smoke: bool) -> dict[str, Any]:
-    name = f"{scenario}{'-' + traffic if scenario == 'grid' else ''}-r{round_}"
+def run_round(out: Path, scenario: str, round_: int, traffic: str, smoke: bool, sim: bool = False) -> dict[str, Any]:
+    name = f"{'sim-' if sim else ''}{scenario}{'-' + traffic if scenario == 'grid' else ''}-r{round_}"
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
-    args = [*BASE, *scenario_args(scenario, round_, traffic, smoke), *_engine()]
+    engine = ["backend=sim"] if sim else ["backend=eigen", *_engine()]
+    args = [*BASE, *scenario_args(scenario, round_, traffic, smoke), *engine]
     record: dict[str, Any] = {"name": name, "scenario": scenario, "round": round_, "args": args, "smoke": smoke}
-    record["uptime_before"] = _uptime()
+    record.update(sim_env=SIM_ENV if sim else None, uptime_before=_uptime())
+    # the self-play games there were when the round ran (review, interactive and mixed traffic draw from them)
+    record["games"] = {size: len(game_files(GAMES_DIR, [size])) for size in (9, 13, 19)}
     with LoadWatch() as watch:
-        record["exit_status"] = _kgbench(folder, args)
+        record["exit_status"] = _kgbench(folder, args, sim)
     record["uptime_after"] = _uptime()
     loads = [load for _, load in watch.samples]
     record.update(load_avg_min=min(loads, default=math.nan), load_avg_max=max(loads, default=math.nan))
-    record["jobs"] = _jobs(folder)
+    record["jobs"] = _jobs(folder, sim)
     (out / f"{name}.json").write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return record
 
@@ -159,11 +172,41 @@ def _table(title: str, groups: Mapping[str, list[dict[str, Any]]], columns: Sequ
     return "\n".join(lines)
 
 
+def _means(records: Sequence[Mapping[str, Any]], key: str, metric: str) -> dict[str, float]:
+    groups = _by(records, key)
+    return {
+        config: _mean([float(j[metric]) for j in jobs if j.get(metric) is not None and math.isfinite(float(j[metric]))])
+        for config, jobs in groups.items()
+    }
+
+
+def cache_shares(saved: Sequence[Mapping[str, Any]]) -> str:
+    """The sim cache model's shares from the real rounds (kgserve/sim/model/nncache.py): without a table a search
+    evaluates r(-1) rows a visit; one position a request after the move before (load=positions: that search finished)
+    finds PARENT = 1 - r(positions) / r(-1) of its rows in the table; a review's turns run beside the move before's
+    (its analysis threads take the turns in order), which is met CONCURRENT of the way: 1 - r(review, 23) / r(-1) =
+    PARENT x CONCURRENT."""
+    cache = [r for r in saved if r["name"].rsplit("-r", 1)[0] == "cache"]
+    doda = [r for r in saved if r["name"].rsplit("-r", 1)[0] == "doda"]
+    rows = _means(cache, "cache_pow", "nn_rows_per_visit")
+    positions = _means(doda, "traffic", "nn_rows_per_visit").get("interactive")
+    if "-1" not in rows or "23" not in rows or positions is None:
+        return "cache shares: needs the cache rounds (-1 and 23) and the doda rounds"
+    parent = 1.0 - positions / rows["-1"]
+    review_hit = 1.0 - rows["23"] / rows["-1"]
+    return (
+        f"cache shares: r(-1) {rows['-1']:.3f}, r(review, 23) {rows['23']:.3f}, r(positions, 23) {positions:.3f}: "
+        f"PARENT {parent:.3f}, review hit {review_hit:.3f}, CONCURRENT {review_hit / parent:.3f}"
+    )
+
+
 def report(out: Path) -> str:
     saved = [json.loads(p.read_text()) for p in sorted(out.glob("*-r[0-9]*.json"))]
     parts = []
     for scenario, key, columns in (
         ("cache", "cache_pow", ("turns_per_s", "nn_rows_per_visit", "turn_p50_ms", "visits_per_s")),
+        ("sim-cache", "cache_pow", ("turns_per_s", "nn_rows_per_visit", "turn_p50_ms", "visits_per_s")),
+        ("sim-doda", "traffic", ("turns_per_s", "nn_rows_per_visit", "turn_p50_ms", "p50_ms")),
         ("grid-distinct", "threads", ("req_per_s", "turns_per_s", "nn_rows_per_visit", "p99_ms")),
         ("grid-review", "threads", ("turns_per_s", "req_per_s", "nn_rows_per_visit", "turn_p50_ms")),
         ("doda", "traffic", ("turns_per_s", "nn_rows_per_visit", "turn_p50_ms", "p50_ms")),
@@ -173,7 +216,8 @@ def report(out: Path) -> str:
         if records:
             loads = ", ".join(f"r{r['round']}: {r['load_avg_min']:.2f}-{r['load_avg_max']:.2f}" for r in records)
             parts.append(_table(f"{scenario} (load average {loads})", _by(records, key), columns))
-    return "\n\n".join(parts) or f"nothing saved in {out} yet"
+    parts.append(cache_shares(saved))
+    return "\n\n".join(parts)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,13 +227,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--traffic", choices=["distinct", "review"], default="review", help="grid: the traffic")
     p.add_argument("--out", type=Path, default=Path("bench-traffic"))
     p.add_argument("--smoke", action="store_true", help="two configs, short windows: checks the harness only")
+    p.add_argument("--sim", action="store_true", help="the simulated engine (cpu-eigen-b6c96) instead of KataGo")
     args = p.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.scenario == "report":
         print(report(out))
         return 0
-    record = run_round(out, args.scenario, args.round, args.traffic, args.smoke)
+    record = run_round(out, args.scenario, args.round, args.traffic, args.smoke, args.sim)
     print(f"{record['name']}: {len(record['jobs'])} job(s), exit {record['exit_status']}; {out / record['name']}.json")
     return 0 if record["exit_status"] == 0 else 1
 

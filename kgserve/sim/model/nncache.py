@@ -13,10 +13,11 @@ A new search at position P (its target V visits) finds shared evaluations in
   - a search of P itself (the same position again): SAME x min(1, its visits / V),
   - a search of P's parent (P's tree is part of it, under the move played): PARENT x min(1, its visits / V),
   - a search of a child of P (its tree is part of P's): CHILD x min(1, its visits / V),
-each times the survival of its entries, exp(-k / C), k = the rows written since the middle of that search plus half
-of what the running searches write during this one (about V x running searches / 2). A neighbour still searching is
-met half way (CONCURRENT: of the evaluations both need, it made about half first). Several neighbours combine as
-independent sources: 1 - prod(1 - share_i).
+each times the share of that search's entries still in the table when this one reads them (`_survival`: a finished
+search's rows spread over its run, read about half this search's writes later; a running one's read at its lead)
+and, for a search still running, CONCURRENT (of the evaluations both need, it made that share first: KataGo's
+analysis threads take a review's turns in order, so each turn runs beside the move before's). Several neighbours
+combine as independent sources: 1 - prod(1 - share_i).
 
 The shares are calibrated on the real CPU KataGo (the test network at 16-50 visits, docs/traffic.md and
 docs/throughput-model.md, "The NN cache across searches"), and are used for every profile: how much two successive
@@ -73,9 +74,16 @@ class NNCacheModel:
         self.written += rows
 
     def _survival(self, record: _Record, ahead: float) -> float:
-        end = self.written if record.end is None else record.end
-        k = max(0.0, self.written - 0.5 * (record.start + end)) + ahead
-        return math.exp(-k / self.capacity)
+        """The share of a neighbour's entries still in the table when this search reads them. A finished neighbour
+        wrote its L rows spread over [start, end]; this search reads them about `ahead` rows from now: the mean of
+        exp(-(now + ahead - w) / C) over its writes w, (C / L)(1 - exp(-L / C)) exp(-(now - end + ahead) / C). A
+        running one is followed at its lead: what it writes is read about (now - start) rows later."""
+        c = self.capacity
+        if record.end is None:
+            return math.exp(-max(0.0, self.written - record.start) / c)
+        span = max(0.0, record.end - record.start)
+        spread = 1.0 if span <= 0 else c / span * -math.expm1(-span / c)
+        return spread * math.exp(-(max(0.0, self.written - record.end) + ahead) / c)
 
     def _share(self, key: bytes | None, share: float, visits: float, ahead: float) -> float:
         record = self.searches.get(key) if key is not None and share > 0 else None
