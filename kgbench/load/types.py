@@ -44,8 +44,8 @@ Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
 - ``games`` [null]: what the traffic is built from: ``samples`` (the five sample queries: assets/analysis/inputs and
   the reference samples), ``selfplay`` (the real games of assets/analysis/games), null: ``samples`` for
   ``distinct`` (its positions as before), ``selfplay`` for the rest.
-- ``mix`` [{review: 0.5, interactive: 0.25, distinct: 0.25}]: ``traffic: mixed``: each level's workers shared out
-  in this ratio (largest remainders).
+- ``mix`` [{review: 0.2, interactive: 0.6, distinct: 0.2}]: ``traffic: mixed``: each level's workers shared out
+  in this ratio (largest remainders); stated, not measured (docs/traffic.md).
 - ``report_every_s`` [0.5]: ``interactive``: the ``reportDuringSearchEvery`` of its queries (null: none, a client
   that sends one position at a time and waits for its answer: DodaGames' baseline against whole-game requests).
 """
@@ -109,7 +109,7 @@ class LoadSettings:
     query_fields: Mapping[str, Any] = field(default_factory=dict)
     traffic: TrafficKind = "distinct"
     games: GameSet | None = None
-    mix: Mapping[str, float] = field(default_factory=lambda: {"review": 0.5, "interactive": 0.25, "distinct": 0.25})
+    mix: Mapping[str, float] = field(default_factory=lambda: {"review": 0.2, "interactive": 0.6, "distinct": 0.2})
     report_every_s: float | None = 0.5
 
     def __post_init__(self) -> None:

@@ -97,7 +97,7 @@ def test_experiments_are_the_two_h200_sweeps() -> None:
     assert EXPERIMENTS == ["h200", "h200_engine"]
 
 
-@pytest.mark.parametrize("option", ["smoke", "cpu"])
+@pytest.mark.parametrize("option", ["smoke", "cpu", "review", "interactive", "mixed"])
 def test_load_options_set_only_what_differs_from_default(option: str) -> None:
     default = yaml.safe_load((CONF_DIR / "load" / "default.yaml").read_text())
     data = yaml.safe_load((CONF_DIR / "load" / f"{option}.yaml").read_text())
