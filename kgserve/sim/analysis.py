@@ -49,6 +49,10 @@ class Search:
     next_report: float | None = None
     miss: float = 1.0  # fraction of visits that need the NN (not in the cache)
 
+    def progress(self) -> float:
+        """The share of its visits done (the NN cache model follows a running search by it)."""
+        return self.done / max(1.0, self.target)
+
 
 class Engine:
     def __init__(
@@ -219,6 +223,7 @@ class Engine:
             )
             if req.report_every is not None and req.first_report is not None:
                 s.next_report = self.sim_now + req.first_report
+            self.cache.follow(req.cache_key, s.progress)
             self.active.append(s)
             if fixed and self.k.fixed_rps == 0:
                 self._finish(s, req.max_visits)

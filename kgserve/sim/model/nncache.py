@@ -15,8 +15,9 @@ A new search at position P (its target V visits) finds shared evaluations in
   - a search of a child of P (its tree is part of P's): CHILD x min(1, its visits / V),
 each times the share of that search's entries still in the table when this one reads them (`_survival`: a finished
 search's rows spread over its run, read about half this search's writes later; a running one's read at its lead)
-and, for a search still running, CONCURRENT (of the evaluations both need, it made that share first: KataGo's
-analysis threads take a review's turns in order, so each turn runs beside the move before's). Several neighbours
+and, for a search still running, what it has done plus CONCURRENT of the rest (of the evaluations both still need,
+it makes that share first: KataGo's analysis threads take a review's turns in order, so each turn runs beside the
+move before's, which began one thread's turn earlier). Several neighbours
 combine as independent sources: 1 - prod(1 - share_i).
 
 The shares are calibrated on the real CPU KataGo (the test network at 16-50 visits, docs/traffic.md and
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kgserve.sim.model.profiles import DeviceProfile
@@ -40,9 +42,9 @@ _REMEMBERED = 65536  # recent searches kept (older ones' entries are long gone a
 @dataclass(frozen=True)
 class CacheShares:
     same: float = 0.85  # the same position searched again (KataGo: the tree's evaluations are all in the table)
-    parent: float = 0.3  # provisional until calibrated
-    child: float = 0.2
-    concurrent: float = 0.5
+    parent: float = 0.41  # calibrated on the real CPU KataGo (module docstring)
+    child: float = 0.41  # not measured (no traffic here steps backwards): taken as the parent's
+    concurrent: float = 0.65
 
 
 SHARES = CacheShares()
@@ -53,6 +55,7 @@ class _Record:
     start: float  # rows written to the table when the search began
     end: float | None  # ... when it ended (None: still searching)
     visits: float
+    progress: Callable[[], float] | None = None  # a running search's share of its visits done
 
 
 class NNCacheModel:
@@ -89,7 +92,10 @@ class NNCacheModel:
         record = self.searches.get(key) if key is not None and share > 0 else None
         if record is None:
             return 0.0
-        met = self.shares.concurrent if record.end is None else 1.0
+        met = 1.0
+        if record.end is None:  # what it has done is there; of the rest, CONCURRENT comes before this search needs it
+            done = min(1.0, max(0.0, record.progress())) if record.progress is not None else 0.0
+            met = done + (1.0 - done) * self.shares.concurrent
         return share * met * min(1.0, record.visits / max(visits, 1.0)) * self._survival(record, ahead)
 
     def start(self, key: bytes, parent: bytes | None, visits: float, running: int) -> float:
@@ -114,12 +120,19 @@ class NNCacheModel:
                 table.popitem(last=False)
         return min(hit, 0.95)
 
+    def follow(self, key: bytes, progress: Callable[[], float]) -> None:
+        """The running search at ``key`` reports its progress (share of its visits done) through ``progress``."""
+        record = self.searches.get(key)
+        if record is not None and record.end is None:
+            record.progress = progress
+
     def finish(self, key: bytes, visits: float) -> None:
         """The search at ``key`` ended after ``visits`` visits."""
         record = self.searches.get(key)
         if record is not None and record.end is None:
             record.end = self.written
             record.visits = visits
+            record.progress = None
 
 
 def cache_speedup(dev: DeviceProfile, hit: float) -> float:
