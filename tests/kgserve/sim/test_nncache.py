@@ -35,10 +35,12 @@ def test_successive_positions_share_and_distinct_ones_do_not() -> None:
     assert searched(child_first, b"q0", None) == pytest.approx(0.3, rel=0.01)  # the move after was searched
 
 
-def test_a_running_neighbour_is_met_half_way() -> None:
+def test_a_running_neighbour_gives_what_it_has_done_and_a_share_of_the_rest() -> None:
     model = NNCacheModel(20, SHARED)
     model.start(b"p0", None, 100, running=1)
-    assert model.start(b"p1", b"p0", 100, running=2) == pytest.approx(0.2, rel=0.01)
+    assert model.start(b"p1", b"p0", 100, running=2) == pytest.approx(0.2, rel=0.01)  # just begun: CONCURRENT
+    model.follow(b"p1", lambda: 0.5)
+    assert model.start(b"p2", b"p1", 100, running=3) == pytest.approx(0.4 * 0.75, rel=0.01)  # half done
 
 
 def test_a_small_table_forgets_and_no_table_shares_nothing() -> None:
