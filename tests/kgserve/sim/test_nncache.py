@@ -11,6 +11,7 @@ import pytest
 
 from kgserve.sim.model.nncache import SHARES, CacheShares, NNCacheModel, cache_speedup
 from kgserve.sim.model.profiles import get_profile
+from kgserve.sim.model.throughput import SimParams, predict_throughput
 from tests.conftest import analysis_query
 from tests.kgserve.sim.conftest import Sim, sim_env, write_cfg
 
@@ -97,3 +98,10 @@ def test_the_sim_evaluates_fewer_rows_per_visit_for_a_game_than_for_distinct_pos
     game = _rows_per_visit(tmp_path / "game", [review])
     apart = _rows_per_visit(tmp_path / "apart", distinct)
     assert game < 0.9 * apart, (game, apart)
+
+
+def test_no_table_is_a_setting_the_sim_takes() -> None:
+    # KataGo's nnCacheSizePowerOfTwo = -1: no table at all (the reference with nothing cached)
+    params = SimParams.from_cfg({"nnCacheSizePowerOfTwo": -1}, "cpu-eigen-b6c96")
+    assert params.cache_entries == 0 and SimParams(cache_pow=20).cache_entries == 1 << 20
+    assert predict_throughput({"nnCacheSizePowerOfTwo": -1}, 16, 4, "cpu-eigen-b6c96") > 0
