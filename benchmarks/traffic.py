@@ -6,6 +6,8 @@ Scenarios (every one `backend=eigen threads=cpu` with the binary and net of KGBE
 shared and its load is recorded instead):
 
     cache   load=review at nnCacheSizePowerOfTwo CACHE_SIZES (round 2 in the reverse order): turns/s, NN rows per visit
+    pair    load=review without a table (-1) and with the default (23), alternating, 3 pairs (load.seed 0, 1, 2: each
+            pair the same games): the cache's effect on turns/s, A/B
     grid    --traffic distinct|review: numAnalysisThreads 1,2,4 x numSearchThreadsPerAnalysisThread 1,2,4 (issue 28's
             real-CPU grid; round 2 reversed), load=cpu or its review twin
     doda    load=review against load=positions (one game a request vs one position a request, DodaGames' comparison)
@@ -71,6 +73,9 @@ def scenario_args(scenario: str, round_: int, traffic: str, smoke: bool) -> list
     if scenario == "cache":
         sizes = (-1, 23) if smoke else CACHE_SIZES
         return [*REVIEW_CPU, f"nnCacheSizePowerOfTwo={_ordered(sizes, round_)}", *short]
+    if scenario == "pair":  # load.seed varies slowest: -1, 23, -1, 23, ... (round 2: 23 first)
+        seeds = "0,1" if smoke else "0,1,2"
+        return [*REVIEW_CPU, f"load.seed={seeds}", f"nnCacheSizePowerOfTwo={_ordered((-1, 23), round_)}", *short]
     if scenario == "grid":
         load = REVIEW_CPU if traffic == "review" else ["load=cpu"]
         grid = {"numAnalysisThreads": (1, 4), "numSearchThreadsPerAnalysisThread": (1,)} if smoke else GRID
@@ -114,7 +119,7 @@ def _jobs(folder: Path, sim: bool = False) -> list[dict[str, Any]]:
             "run_id": run.info.run_id, "status": run.info.status, "name": run.info.run_name,
             "start": (run.info.start_time or 0) / 1000, "end": (run.info.end_time or 0) / 1000,
             "traffic": params.get("load.traffic"), "concurrency": params.get("load.concurrency"),
-            "cache_pow": params.get("katago.nnCacheSizePowerOfTwo"),
+            "cache_pow": params.get("katago.nnCacheSizePowerOfTwo"), "seed": params.get("load.seed"),
             "threads": threads, **{k: metrics.get(k) for k in METRICS},
             "levels": {str(h.step): h.value for h in levels},
         })  # fmt: skip
@@ -206,6 +211,7 @@ def report(out: Path) -> str:
     for scenario, key, columns in (
         ("cache", "cache_pow", ("turns_per_s", "nn_rows_per_visit", "turn_p50_ms", "visits_per_s")),
         ("sim-cache", "cache_pow", ("turns_per_s", "nn_rows_per_visit", "turn_p50_ms", "visits_per_s")),
+        ("pair", "cache_pow", ("turns_per_s", "nn_rows_per_visit", "engine_cpu_cores", "other_cpu_cores")),
         ("sim-doda", "traffic", ("turns_per_s", "nn_rows_per_visit", "turn_p50_ms", "p50_ms")),
         ("grid-distinct", "threads", ("req_per_s", "turns_per_s", "nn_rows_per_visit", "p99_ms")),
         ("grid-review", "threads", ("turns_per_s", "req_per_s", "nn_rows_per_visit", "turn_p50_ms")),
@@ -222,7 +228,7 @@ def report(out: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.traffic", description=__doc__.split("\n\n")[0])
-    p.add_argument("scenario", choices=["cache", "grid", "doda", "kinds", "report"])
+    p.add_argument("scenario", choices=["cache", "pair", "grid", "doda", "kinds", "report"])
     p.add_argument("--round", type=int, default=1, help="1, 2, ...: even rounds run the configs in reverse order")
     p.add_argument("--traffic", choices=["distinct", "review"], default="review", help="grid: the traffic")
     p.add_argument("--out", type=Path, default=Path("bench-traffic"))
