@@ -17,7 +17,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ARCHITECTURES", "Architecture", "Transformer", "architecture"]
+__all__ = ["ARCHITECTURES", "PINNED_ARCHITECTURE", "Architecture", "Transformer", "architecture"]
+
+# the architecture of the network runtime/config.yaml pins (docs/runbook.md, "Re-pinning KataGo and the network"):
+# what `synthetic:` nets stand for by default (qualify, the sim's default profile); re-pinning updates it
+PINNED_ARCHITECTURE = "b11c768h12nbt3tflrs-fson-silu"
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """`python -m kgbench.qualify`: qualify a GPU node in one command (docs/qualify.md).
 
-    python -m kgbench.qualify --binary runtime/bin/cuda/katago --net synthetic:b40c768nbt --budget 10m
+    python -m kgbench.qualify --binary runtime/bin/cuda/katago --net synthetic:b11c768h12nbt3tflrs-fson-silu --budget 10m
 
 Checks the KataGo build, measures the GPU's matrix-product rate, runs `katago benchmark` over search threads, the
 user's line `python -m kgbench -m backend=cuda,trt nnMaxBatchSize=64,128,256` (trt jobs skipped, with the reason,
@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kgbench.nets.architectures import ARCHITECTURES, PINNED_ARCHITECTURE
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.options import SCALES, QualifyOptions, parse_budget
 from kgbench.qualify.runner import Budget
@@ -35,9 +36,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="what the build is: cuda (a GPU node) or eigen (the CPU rehearsal)")  # fmt: skip
     p.add_argument(
         "--net",
-        default="synthetic:b40c768nbt",
-        help="katrain (the katrain extra's net), synthetic:ARCH (b40c768nbt, b28c512nbt, b18c384nbt, b2c32nbt) or a "
-        "model file (default: synthetic:b40c768nbt, the pinned architecture)",
+        default=f"synthetic:{PINNED_ARCHITECTURE}",
+        help=f"katrain (the katrain extra's net), synthetic:ARCH ({', '.join(ARCHITECTURES)}) or a model file "
+        f"(default: synthetic:{PINNED_ARCHITECTURE}, the pinned network's architecture)",
     )
     p.add_argument("--budget", default="20m", help="time for the whole qualification, e.g. 10m, 1h (default 20m)")
     p.add_argument("--scale", default=None, choices=sorted(SCALES),

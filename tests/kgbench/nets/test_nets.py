@@ -14,6 +14,7 @@ import pytest
 
 from kgbench.nets import (
     ARCHITECTURES,
+    PINNED_ARCHITECTURE,
     ModelFormatError,
     NetDescription,
     architecture,
@@ -24,6 +25,7 @@ from kgbench.nets import (
     write_synthetic,
 )
 from kgbench.nets.__main__ import main as nets_main
+from kgserve.settings import load_settings
 from tests.conftest import REPO
 
 TINY = architecture("b2c32nbt")
@@ -93,6 +95,14 @@ def test_a_truncated_or_foreign_file_names_what_did_not_parse(tmp_path: Path, ti
     trailing.write_bytes(data + b"extra\n")
     with pytest.raises(ModelFormatError, match="unexpected data after the value head"):
         describe_model(trailing)
+
+
+def test_the_pinned_architecture_is_the_pinned_networks() -> None:
+    """PINNED_ARCHITECTURE (what `synthetic:` qualifications and the sim's default stand for) moves with
+    runtime/config.yaml's pinned network (docs/runbook.md, "Re-pinning KataGo and the network")."""
+    release = load_settings().release
+    assert release is not None and release.network.name.startswith(PINNED_ARCHITECTURE)
+    assert architecture(PINNED_ARCHITECTURE).transformer is not None
 
 
 def test_synth_refuses_an_extension_katago_would_misread(tmp_path: Path) -> None:
