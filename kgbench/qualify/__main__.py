@@ -1,6 +1,6 @@
 """`python -m kgbench.qualify`: qualify a GPU node in one command (docs/qualify.md).
 
-    python -m kgbench.qualify --binary runtime/bin/cuda/katago --net synthetic:b11c768h12nbt3tflrs-fson-silu --budget 10m
+    python -m kgbench.qualify --binary runtime/bin/cuda/katago --budget 10m   # the pinned net's layout, synthetic
 
 Checks the KataGo build, measures the GPU's matrix-product rate, runs `katago benchmark` over search threads, the
 user's line `python -m kgbench -m backend=cuda,trt nnMaxBatchSize=64,128,256` (trt jobs skipped, with the reason,

@@ -127,7 +127,9 @@ def test_an_alternative_network_is_fetched_by_name_and_its_sha256_recorded(
     assert "no network 'b99' under release.alternatives" in unknown.stderr and "zhizi-b40c768nbt" in unknown.stderr
 
 
-def test_a_network_of_another_size_than_published_is_refused(stubs: Stubs, config_copy: Path, shipped: Settings) -> None:
+def test_a_network_of_another_size_than_published_is_refused(
+    stubs: Stubs, config_copy: Path, shipped: Settings
+) -> None:
     assert shipped.release is not None
     name = shipped.release.network.name
     (stubs.mirror / name).write_bytes(b"truncated")
