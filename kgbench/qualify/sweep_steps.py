@@ -156,7 +156,7 @@ def wide_axes(bottleneck: str, cfg: dict[str, str], jobs: int) -> tuple[str, lis
     analysis = int(cfg.get("numAnalysisThreads", 64))
     search = int(cfg.get("numSearchThreadsPerAnalysisThread", 2))
     servers = int(cfg.get("numNNServerThreadsPerModel", 2))
-    if bottleneck == "gpu":  # the device is busy: how many server threads feed it
+    if bottleneck in ("gpu", "kernels"):  # the device is busy: how many server threads (CUDA streams) feed it
         key, values = "numNNServerThreadsPerModel", [max(1, servers // 2), servers * 2, servers * 4]
     elif bottleneck in ("host", "frontend"):  # the cores are busy: fewer search threads per position
         key, values = "numSearchThreadsPerAnalysisThread", [max(1, search // 2), max(1, search // 4), search * 2]
