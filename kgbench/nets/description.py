@@ -25,6 +25,7 @@ class Layer:
     macs_per_point: int = 0  # convolutions and per-position projections (transformer q/k/v/out, FFN)
     macs_fixed: int = 0  # once per evaluation: global-pooling and value-head matmuls
     attention_dims: int = 0  # heads x (qHeadDim + vHeadDim): QK^T and attention x V, each points^2 x dims MACs
+    heads: int = 0  # attention heads (a points x points score matrix each)
     part: str = "conv"  # one of PARTS
 
     def flops(self, points: int) -> float:

@@ -180,7 +180,7 @@ class _Parser:
         elif use_rope:
             self.r.token(f"{name}: rope theta name")
             self.r.number(f"{name}: rope theta")
-        self.add(f"{name}.attention", "attention", 0, attention_dims=heads * (q_dim + v_dim))
+        self.add(f"{name}.attention", "attention", 0, attention_dims=heads * (q_dim + v_dim), heads=heads)
         self.part = outer
         return "attention"
 

@@ -23,7 +23,8 @@ GPU steady state for `active` searches, each with T = numSearchThreadsPerAnalysi
   repeated positions (seen recently, LRU) skip most of their evaluations in the timed simulation;
 * each query also has a fixed overhead q0 (setup, root evaluation latency, JSON).
 
-* device memory: base_gb + S x (weights_gb + nnMaxBatchSize x row_gb) must fit memory_gb (an H200's
+* device memory: base_gb + S x (weights_gb + B x row_gb + B^2 x row2_gb), B = nnMaxBatchSize (the B^2 term: a
+  transformer's CUDA graphs, one per batch size up to B), must fit memory_gb (an H200's
   140 GiB) together with every other live sim process on the same device (`devmem.py`), else start-up fails with a
   CUDA-style out-of-memory error (exit 1) and `predict_throughput` returns 0.
 
@@ -113,7 +114,8 @@ class SimParams:
 
 def device_memory_gb(p: SimParams) -> float:
     dev = p.device
-    return dev.base_gb + p.server_threads * (dev.weights_gb + p.max_batch * dev.row_gb)
+    per_server = dev.weights_gb + p.max_batch * dev.row_gb + p.max_batch**2 * dev.row2_gb
+    return dev.base_gb + p.server_threads * per_server
 
 
 def _device_time(dev: DeviceProfile, b: float, max_batch: int) -> float:

@@ -81,12 +81,12 @@ def test_the_host_is_the_device_and_a_query_costs_cpu() -> None:
 
 
 def test_profiles_are_named_and_unknown_ones_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert set(PROFILES) == {CPU, DEFAULT_PROFILE, "h100-b40c768nbt"}
+    assert set(PROFILES) == {CPU, DEFAULT_PROFILE, "h200-b40c768", "h100-b40c768nbt", "h100-b10c384h6nbttflrs"}
     assert SimParams.from_cfg({}).profile == DEFAULT_PROFILE
     assert predict_throughput({"numAnalysisThreads": 64}, 500, 64) == predict_throughput(
         {"numAnalysisThreads": 64}, 500, 64, profile=DEFAULT_PROFILE
     )
-    known = "cpu-eigen-b6c96, h100-b40c768nbt, h200-b40c768"
+    known = "cpu-eigen-b6c96, h100-b10c384h6nbttflrs, h100-b40c768nbt, h200-b11c768, h200-b40c768"
     with pytest.raises(ValueError, match=f"unknown sim profile 'gpu9'; known: {known}"):
         get_profile("gpu9")
     monkeypatch.setenv("KGSERVE_SIM_PROFILE", CPU)
@@ -117,4 +117,5 @@ def test_the_sim_process_runs_the_chosen_profile(tmp_path: Path) -> None:
     bad = _run_sim(tmp_path, "tpu")
     assert bad.returncode == 1
     assert bad.stdout == ""
-    assert "Error: unknown sim profile 'tpu'; known: cpu-eigen-b6c96, h100-b40c768nbt, h200-b40c768" in bad.stderr
+    known = "cpu-eigen-b6c96, h100-b10c384h6nbttflrs, h100-b40c768nbt, h200-b11c768, h200-b40c768"
+    assert f"Error: unknown sim profile 'tpu'; known: {known}" in bad.stderr
