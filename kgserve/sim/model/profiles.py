@@ -55,7 +55,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-__all__ = ["DEFAULT_PROFILE", "PROFILES", "DeviceProfile", "get_profile"]
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "DeviceProfile", "get_profile", "profile_for_model"]
 
 
 @dataclass(frozen=True)
@@ -94,6 +94,9 @@ class DeviceProfile:
     # state may beat their ratio
     peak_tflops: float = 0.0
     net_gflop: float = 0.0
+    # model names (after a synthetic net's `synthetic-`) this profile stands for when the sim is given such a net and
+    # KGSERVE_SIM_PROFILE is unset (`profile_for_model`): the mission's card, H200, per network
+    nets: tuple[str, ...] = ()
 
     @property
     def roofline_evals_per_s(self) -> float:
@@ -145,6 +148,7 @@ H200_B40C768 = replace(
     memory_gb=140.4,  # "141 GB": 143,771 MiB as nvidia-smi reports it
     # NVIDIA H200 SXM datasheet: FP16 tensor 1,979 TFLOP/s with 2:4 sparsity, 989 dense (as the H100)
     peak_tflops=989.0,
+    nets=("b40c768nbt", "kata1-zhizi-b40c768nbt", "kata1-b40c768nbt"),
 )
 
 H100_B10C384H6NBTTFLRS = DeviceProfile(
@@ -209,6 +213,7 @@ H200_B11C768 = DeviceProfile(
     # b11c768h12nbt3tflrs-fson-silu: 57.286 GFLOP per evaluation (python -m kgbench.nets flops on its synthetic net)
     peak_tflops=989.0,
     net_gflop=57.286,
+    nets=("b11c768h12nbt3tflrs", "kata1-tf3-b11c768"),
 )
 
 CPU_EIGEN_B6C96 = DeviceProfile(
@@ -252,3 +257,13 @@ def get_profile(name: str) -> DeviceProfile:
         return PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown sim profile {name!r}; known: {', '.join(sorted(PROFILES))}") from None
+
+
+def profile_for_model(model_name: str) -> str | None:
+    """The profile standing for a KataGo network by its model name (a synthetic net's without `synthetic-`), or None
+    (the sim's own stand-in net, or a net no profile stands for: the default applies)."""
+    name = model_name.removeprefix("synthetic-")
+    for profile in PROFILES.values():
+        if any(name.startswith(net) for net in profile.nets):
+            return profile.name
+    return None
