@@ -22,7 +22,7 @@ from kgbench.nets.architectures import ARCHITECTURES, PINNED_ARCHITECTURE
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.options import SCALES, QualifyOptions, parse_budget
 from kgbench.qualify.runner import Budget
-from kgbench.qualify.workflow import qualify
+from kgbench.qualify.workflow import ALWAYS, STEPS, qualify
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, load_settings
 
@@ -46,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trt-binary", type=Path, default=None,
                    help="a TensorRT build (default: the runtime config's trt command when it exists)")  # fmt: skip
     p.add_argument("--config", type=Path, default=None, help=f"the base runtime config (default {DEFAULT_CONFIG_PATH})")
+    p.add_argument(
+        "--steps",
+        default=None,
+        help="only these measuring steps, comma-separated (benchmark, line, wide, promote, serve, pipe; a step whose "
+        "input is missing is skipped): e.g. --steps line for a second net at the user's line (default: all)",
+    )
     p.add_argument("--out", type=Path, default=None, help="results folder (default kgbench-reports/qualify-<time>)")
     return p
 
@@ -63,6 +69,12 @@ def options_from_args(args: argparse.Namespace) -> QualifyOptions:
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     out = (args.out or PROJECT_ROOT / "kgbench-reports" / f"qualify-{stamp}").expanduser().resolve()
     scale = SCALES[args.scale or ("gpu" if args.backend == "cuda" else "rehearsal")]
+    steps = None
+    if args.steps is not None:
+        steps = frozenset(step.strip() for step in args.steps.split(",") if step.strip())
+        known = {name for name, *_ in STEPS} - set(ALWAYS)
+        if not steps or steps - known:
+            raise ValueError(f"--steps {args.steps}: choose among {', '.join(n for n, *_ in STEPS if n in known)}")
     return QualifyOptions(
         binary=binary.expanduser().resolve(),
         backend=args.backend,
@@ -72,6 +84,7 @@ def options_from_args(args: argparse.Namespace) -> QualifyOptions:
         scale=scale,
         base_config=Path(base).resolve(),
         trt_binary=trt,
+        steps=steps,
     )
 
 

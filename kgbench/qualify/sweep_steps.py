@@ -122,6 +122,9 @@ def _sweep_rows(q: Qualification, label_keys: Sequence[str] = ()) -> tuple[Run, 
             value = row.get(column)
             if value is not None and isinstance(value, float) and math.isfinite(value):
                 item[key] = value
+        for key in ("req_per_s_ci_low", "req_per_s_ci_high"):  # the 95% interval of req/s, where measured
+            if math.isfinite(value := run.data.metrics.get(key, math.nan)):
+                item[key] = value
         item["bottleneck"] = run.data.tags.get(BOTTLENECK, "")
         item["bottleneck_figures"] = run.data.tags.get(BOTTLENECK_FIGURES, "")
         item["knob"] = run.data.tags.get(BOTTLENECK_KNOB, "")

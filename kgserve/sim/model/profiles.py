@@ -133,6 +133,7 @@ H100_B40C768NBT = DeviceProfile(
     # conv-shaped 46208x3456x384); b40c768nbt: 166.6 GFLOP per evaluation (run1/nets.jsonl)
     peak_tflops=989.0,
     net_gflop=166.586,
+    nets=("b40c768nbt", "kata1-zhizi-b40c768nbt", "kata1-b40c768nbt"),
 )
 
 H200_B40C768 = replace(
@@ -182,6 +183,7 @@ H100_B10C384H6NBTTFLRS = DeviceProfile(
     # b10c384h6nbttflrs: 9.5625 GFLOP per evaluation (python -m kgbench.nets flops; 2.0 of it attention's products)
     peak_tflops=989.0,
     net_gflop=9.5625,
+    nets=("b10c384h6nbttflrs",),
 )
 
 H200_B11C768 = DeviceProfile(
@@ -259,11 +261,12 @@ def get_profile(name: str) -> DeviceProfile:
         raise ValueError(f"unknown sim profile {name!r}; known: {', '.join(sorted(PROFILES))}") from None
 
 
-def profile_for_model(model_name: str) -> str | None:
-    """The profile standing for a KataGo network by its model name (a synthetic net's without `synthetic-`), or None
-    (the sim's own stand-in net, or a net no profile stands for: the default applies)."""
+def profile_for_model(model_name: str, card: str = "h200") -> str | None:
+    """The profile standing for a KataGo network on `card` (the mission's H200 by default) by its model name (a
+    synthetic net's without `synthetic-`), or None (the sim's own stand-in net, or a net no profile of that card
+    stands for: the default applies)."""
     name = model_name.removeprefix("synthetic-")
     for profile in PROFILES.values():
-        if any(name.startswith(net) for net in profile.nets):
+        if profile.name.startswith(f"{card}-") and any(name.startswith(net) for net in profile.nets):
             return profile.name
     return None
