@@ -1,9 +1,11 @@
 """Throughput model of the simulated engine; its constants come from a device profile (`profiles.py`).
 
-KGSERVE_SIM_PROFILE picks the profile: `h200-b40c768` (default, kind gpu: an H200 running a b40c768nbt net from a
-32-core host, derived from the H100 fit), `h100-b40c768nbt` (kind gpu: fitted to a real H100 run) or
-`cpu-eigen-b6c96` (kind cpu: KataGo's Eigen backend with the 6-block test network on 2 cores, calibrated on a real
-KataGo; its steady state is `throughput_cpu.py`). docs/throughput-model.md has the measurements and the fits.
+KGSERVE_SIM_PROFILE picks the profile: `h200-b11c768` (default, kind gpu: the pinned transformer on an H200, derived
+from the KaTrain net's H100 fit; without the knob a synthetic net of a layout another profile stands for gets that
+one), `h100-b10c384h6nbttflrs` (the KaTrain net, fitted to a real H100 run), `h200-b40c768` and `h100-b40c768nbt`
+(the b40c768nbt convnet: derived, and fitted to real H100 runs) or `cpu-eigen-b6c96` (kind cpu: KataGo's Eigen
+backend with the 6-block test network on 2 cores, calibrated on a real KataGo; its steady state is
+`throughput_cpu.py`). docs/throughput-model.md has the measurements and the fits.
 
 GPU steady state for `active` searches, each with T = numSearchThreadsPerAnalysisThread threads (sim seconds):
 
