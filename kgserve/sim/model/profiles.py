@@ -186,9 +186,9 @@ H100_B10C384H6NBTTFLRS = DeviceProfile(
     nets=("b10c384h6nbttflrs",),
 )
 
-H200_B11C768 = DeviceProfile(
+H200_B11C768 = replace(
+    H100_B10C384H6NBTTFLRS,
     name="h200-b11c768",
-    kind="gpu",
     device_name="NVIDIA H200 (simulated)",
     host_cores=32,  # the target node's
     # derived from H100_B10C384H6NBTTFLRS for the pinned network's layout (docs/throughput-model.md, "The transformer
@@ -197,23 +197,15 @@ H200_B11C768 = DeviceProfile(
     #     --arch b10c384h6nbttflrs --derive-arch b11c768h12nbt3tflrs-fson-silu --derive-name h200-b11c768
     # per row: x5.99 the FLOPs at the KaTrain fit's achieved rate (~1,640 NN evals/s at large batches; at the b40
     # convnet fit's rate per GFLOP it would be ~7,730); per batch: x1.57 the kernels; the H200's bandwidth left out
-    # (a kernel-bound device; up to x1.43 if bandwidth-bound). Neither the net nor an H200 has been measured
-    h0=0.00251,
-    h1=5.87e-06,
+    # (a kernel-bound device; up to x1.43 if bandwidth-bound). Neither the net nor an H200 has been measured; host
+    # terms, waits and the search's constants are the KaTrain fit's
     d0=0.00509,
     d1=0.000611,
-    batch_exponent=1.0,
-    wait_cycles=1.74,
-    c_visit=0.00036,
-    oversub=0.0,
-    search_hit=0.0428,
     memory_gb=140.4,
     weights_gb=0.329,
     row_gb=0.0164,
     row2_gb=0.00145,
-    base_gb=0.988,
     # b11c768h12nbt3tflrs-fson-silu: 57.286 GFLOP per evaluation (python -m kgbench.nets flops on its synthetic net)
-    peak_tflops=989.0,
     net_gflop=57.286,
     nets=("b11c768h12nbt3tflrs", "kata1-tf3-b11c768"),
 )
