@@ -10,6 +10,8 @@ passed on, a lost job's config measured again, the start never lost.
   (``requeue_lost``), once: a config lost twice may be what kills its node, and is not run a third time.
 - The start (kgbench.search.start) is enqueued unless a trial that ran or will run a job holds it; a lost one does
   not count, so a start whose job died is enqueued again.
+- ``hydra.sweeper.retry_failed=true`` (``requeue_failed``): the failed configs are measured again, once per search
+  that asks it (a failure that was not the config's: the MLflow store or a node down).
 
 The sweepers of one journal call these holding the ask lock (kgbench.search.journal.ask_lock), one at a time, so
 the config one is about to measure is running in the journal before another asks.
@@ -25,11 +27,19 @@ from typing import Literal
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from kgbench.search.attrs import REUSED_ATTR, VALUES_ATTR, is_copy, is_failed, is_lost, is_measured
+from kgbench.search.attrs import (
+    RETRIED_ATTR,
+    REUSED_ATTR,
+    VALUES_ATTR,
+    is_copy,
+    is_failed,
+    is_lost,
+    is_measured,
+)
 from kgbench.search.space import SearchSpace, trial_key
 
 __all__ = ["Repeat", "ask_new", "best_measured", "enqueue_start", "measured_keys", "measured_trials",
-           "requeue_lost", "reuse_earlier"]  # fmt: skip
+           "requeue_failed", "requeue_lost", "reuse_earlier"]  # fmt: skip
 
 LOSSES_BEFORE_GIVING_UP = 2  # a config whose job died this many times is not run again
 Repeat = tuple[int, int, Literal["reused", "running", "failed"]]  # (trial, earlier trial, what the earlier one is)
@@ -37,6 +47,12 @@ Repeat = tuple[int, int, Literal["reused", "running", "failed"]]  # (trial, earl
 
 def _trials(study: optuna.Study) -> list[FrozenTrial]:
     return study.get_trials(deepcopy=False)
+
+
+def _void(study: optuna.Study) -> set[int]:
+    """The trials the study no longer counts as having tried their configs: lost, or failed and retried."""
+    retried = study.user_attrs.get(RETRIED_ATTR) or []
+    return {t.number for t in _trials(study) if is_lost(t)} | {int(n) for n in retried}
 
 
 def reuse_earlier(study: optuna.Study, trial: optuna.Trial) -> bool:
@@ -57,8 +73,9 @@ def reuse_earlier(study: optuna.Study, trial: optuna.Trial) -> bool:
 
 def _unmeasured_twin(study: optuna.Study, trial: optuna.Trial) -> Repeat | None:
     """An earlier trial with the same params whose job runs now (no result yet) or failed: ``trial`` is told FAIL."""
+    void = _void(study)
     for other in _trials(study):
-        if other.number == trial.number or other.params != trial.params or is_copy(other) or is_lost(other):
+        if other.number == trial.number or other.params != trial.params or is_copy(other) or other.number in void:
             continue
         if other.state == TrialState.RUNNING:
             return trial.number, other.number, "running"
@@ -70,8 +87,9 @@ def _unmeasured_twin(study: optuna.Study, trial: optuna.Trial) -> Repeat | None:
 def measured_trials(study: optuna.Study) -> int:
     """Trials that measured (or are measuring) a config: what ``n_trials`` counts. A copy (reused, imported) ran no
     job, an enqueued one that no worker asked for yet (WAITING: a start, a lost config) has measured nothing, and a
-    lost one's job died."""
-    return sum(not is_copy(t) and not is_lost(t) and t.state != TrialState.WAITING for t in _trials(study))
+    lost one's job died (a failed one retried: its config is measured again)."""
+    void = _void(study)
+    return sum(not is_copy(t) and t.number not in void and t.state != TrialState.WAITING for t in _trials(study))
 
 
 def _losses(study: optuna.Study) -> Counter[tuple[object, ...]]:
@@ -81,7 +99,8 @@ def _losses(study: optuna.Study) -> Counter[tuple[object, ...]]:
 def measured_keys(study: optuna.Study) -> set[tuple[object, ...]]:
     """The configs (``trial_key``) tried or being tried, whatever came of them (a lost one only once it was lost as
     often as the search tries a config)."""
-    tried = {trial_key(t.params) for t in _trials(study) if not is_lost(t) and t.state != TrialState.WAITING}
+    void = _void(study)
+    tried = {trial_key(t.params) for t in _trials(study) if t.number not in void and t.state != TrialState.WAITING}
     given_up = {key for key, count in _losses(study).items() if count >= LOSSES_BEFORE_GIVING_UP}
     return tried | given_up
 
@@ -97,8 +116,9 @@ def enqueue_start(study: optuna.Study, params: Mapping[str, object]) -> int | No
     failed, running, or enqueued and not asked yet; a reused copy or a lost one does not count): then that trial's
     number, nothing enqueued (a study continued, or another worker's, does not measure its start twice; a start whose
     job died is measured again)."""
+    void = _void(study)
     for trial in _trials(study):
-        if REUSED_ATTR in trial.user_attrs or is_lost(trial):
+        if REUSED_ATTR in trial.user_attrs or trial.number in void:
             continue
         held = _held(trial)
         if held and all(held.get(name) == value for name, value in params.items()):
@@ -112,7 +132,8 @@ def requeue_lost(study: optuna.Study) -> tuple[list[tuple[int, dict[str, object]
     each enqueued, and the lost trials whose config died ``LOSSES_BEFORE_GIVING_UP`` times (not enqueued again)."""
     trials = _trials(study)
     losses = _losses(study)
-    covered = {trial_key(_held(t)) for t in trials if not is_copy(t) and not is_lost(t)}
+    void = _void(study)
+    covered = {trial_key(_held(t)) for t in trials if not is_copy(t) and t.number not in void}
     enqueued: list[tuple[int, dict[str, object]]] = []
     given_up: list[int] = []
     for trial in trials:
@@ -126,6 +147,27 @@ def requeue_lost(study: optuna.Study) -> tuple[list[tuple[int, dict[str, object]
             covered.add(key)
             enqueued.append((trial.number, dict(trial.params)))
     return enqueued, given_up
+
+
+def requeue_failed(study: optuna.Study) -> list[tuple[int, dict[str, object]]]:
+    """``hydra.sweeper.retry_failed``: every failed trial not retried yet is recorded as retried (the study's
+    ``kgbench.retried``: void, no longer a tried config) and its config enqueued, unless another trial ran, runs or
+    will run it; the (failed trial, params) of each enqueued. For failures that were not the config's (a store or a
+    node down). Hold the ask lock (the list is read, extended and written back)."""
+    trials, void = _trials(study), _void(study)
+    failed = [t for t in trials if is_failed(t) and t.number not in void and t.params]
+    if not failed:
+        return []
+    covered = {trial_key(_held(t)) for t in trials if not is_copy(t) and t.number not in void and not is_failed(t)}
+    enqueued: list[tuple[int, dict[str, object]]] = []
+    for trial in failed:
+        if (key := trial_key(trial.params)) not in covered:
+            study.enqueue_trial(dict(trial.params), skip_if_exists=False)
+            covered.add(key)
+            enqueued.append((trial.number, dict(trial.params)))
+    retried = sorted({*(int(n) for n in study.user_attrs.get(RETRIED_ATTR) or []), *(t.number for t in failed)})
+    study.set_user_attr(RETRIED_ATTR, retried)
+    return enqueued
 
 
 def ask_new(

@@ -4,7 +4,8 @@ A trial is one of: **measured** (its job ran and gave a value, or was pruned), *
 told ``failed_value`` for the sampler, or FAIL; never a measurement), **lost** (its job died: FAIL, measured again,
 kgbench.search.lease) or a **copy** that ran no job (told an earlier trial's result: reused; or copied from a study of
 the same condition under another space: imported). Only measured trials give a value that is reused, copied or
-reported as the best.
+reported as the best. A lost trial, or a failed one retried (``hydra.sweeper.retry_failed``), is void: the study no
+longer counts it as having tried its config.
 """
 
 from __future__ import annotations
@@ -12,11 +13,13 @@ from __future__ import annotations
 from optuna.trial import FrozenTrial, TrialState
 
 __all__ = ["FAILED_ATTR", "FAILURE_ATTR", "FAMILY_ATTR", "IMPORTED_ATTR", "JOB_S_ATTR", "LEASE_ATTR", "LOST_ATTR",
-           "MACHINE_ATTR", "PRUNED_ATTR", "PRUNER_ATTR", "REUSED_ATTR", "SPACE_ATTR", "VALUES_ATTR", "is_copy",
-           "is_failed", "is_lost", "is_measured"]  # fmt: skip
+           "MACHINE_ATTR", "PRUNED_ATTR", "PRUNER_ATTR", "RETRIED_ATTR", "REUSED_ATTR", "SPACE_ATTR", "VALUES_ATTR",
+           "is_copy", "is_failed", "is_lost", "is_measured"]  # fmt: skip
 
 # study
 PRUNER_ATTR = "kgbench.pruner"  # the pruner's settings, for the jobs
+RETRIED_ATTR = "kgbench.retried"  # the failed trials whose configs hydra.sweeper.retry_failed enqueued again (a
+# list of trial numbers: a finished trial's own attributes cannot be written)
 FAMILY_ATTR = "kgbench.family"  # hydra.sweeper.study_name it was made under (kgbench.search.studies)
 SPACE_ATTR = "kgbench.space"  # its space (SearchSpace.identity)
 # trial

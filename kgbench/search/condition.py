@@ -117,7 +117,9 @@ class Condition:
         return out[:limit] + ([f"and {len(out) - limit} more"] if len(out) > limit else [])
 
     def describe(self) -> str:
-        """One line: the environment and the count of fixed config keys."""
-        parts = [f"{key}={value}" for key, value in sorted(self.environment.items())]
-        parts += [f"{key}: {value}" for key, value in sorted(self.shown.items())]
-        return f"{', '.join(parts) or 'no environment recorded'}; {len(self.config)} fixed config keys"
+        """One line: the environment (with the paths behind it) and the count of fixed config keys."""
+        first = [key for key in ("engine", "network", "machine") if key in self.environment]
+        keys = [*first, *sorted(set(self.environment) - set(first))]
+        parts = [f"{key}={self.environment[key]}" + (f" ({self.shown[key]})" if key in self.shown else "")
+                 for key in keys]  # fmt: skip
+        return f"{'; '.join(parts) or 'no environment recorded'}; {len(self.config)} fixed config keys"

@@ -20,7 +20,8 @@ that ran a job (from every worker), or once a finite space has none left. Repeat
 (kgbench.search.asking): a config measured already is told its result, a config running or failed is told FAIL, and
 on a finite space the next proposal is the nearest config not tried yet. A failed job (its config did not start,
 e.g. out of device memory) is told ``failed_value`` (0.0: the sampler avoids that region; null: FAIL), and is never a
-measurement: never reused, never the best. TPE's random start-up trials are sized to the budget.
+measurement: never reused, never the best; it is not run again unless ``retry_failed`` (a failure that was not the
+config's: the MLflow store or a node down). TPE's random start-up trials are sized to the budget.
 
 **Faults** (kgbench.search.lease, kgbench.search.journal): every trial a sweeper runs is leased in the journal and
 renewed while its job runs; a trial whose sweeper or node died is told FAIL (lost) by the next worker to ask, costs
@@ -52,7 +53,14 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.study import StudyDirection
 from optuna.trial import TrialState
 
-from kgbench.search.asking import ask_new, enqueue_start, measured_keys, measured_trials, requeue_lost
+from kgbench.search.asking import (
+    ask_new,
+    enqueue_start,
+    measured_keys,
+    measured_trials,
+    requeue_failed,
+    requeue_lost,
+)
 from kgbench.search.attrs import JOB_S_ATTR, LOST_ATTR, PRUNER_ATTR, is_copy
 from kgbench.search.budget import jobs_that_fit, spent
 from kgbench.search.condition import Condition, config_condition
@@ -126,6 +134,7 @@ class OptunaSweeper(Sweeper):
         budget_s: float | None = None,
         lease_s: float = 120.0,
         other_conditions: str = "new",
+        retry_failed: bool = False,
         hooks: SweepHooks | None = None,
     ) -> None:
         if direction not in ("maximize", "minimize"):
@@ -153,6 +162,7 @@ class OptunaSweeper(Sweeper):
         self.budget_s = None if budget_s is None else float(budget_s)
         self.lease_s = float(lease_s)
         self.other_conditions = other_conditions
+        self.retry_failed = bool(retry_failed)
         self.hooks: SweepHooks = hooks or _NoHooks()
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
@@ -242,6 +252,10 @@ class OptunaSweeper(Sweeper):
         job_index = 0
         with ask_lock(self.journal):
             self._tidy(study)
+            if self.retry_failed:
+                for number, params in requeue_failed(study):
+                    log.info("trial %d's job failed: its config %s enqueued to be measured again "
+                             "(hydra.sweeper.retry_failed)", number, shown(space, params))  # fmt: skip
             if measured_trials(study) < self.n_trials:  # a study whose budget is spent enqueues nothing
                 self._enqueue_start(study, space, plan.start)
         while True:

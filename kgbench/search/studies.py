@@ -76,14 +76,15 @@ def choose_study(
             same.append(summary.study_name)
         else:
             other.append((summary.study_name, theirs))
+    # the nearest first: the fewest differences (a study whose condition was not recorded last)
+    other.sort(key=lambda item: len(condition.differences(item[1], limit=99)) if item[1] else 10**6)
     why = []
     for other_name, theirs in other[:3]:
         if theirs is None:
             why.append(f"not {other_name!r}: its conditions were not recorded (made before kgbench recorded them)")
         else:
-            why.append(
-                f"not {other_name!r}, measured under other conditions: {'; '.join(condition.differences(theirs))}"
-            )
+            differs = "; ".join(condition.differences(theirs))
+            why.append(f"not {other_name!r}, measured under other conditions: {differs}")
     if other_conditions == "refuse" and other and not same:
         raise SearchError(f"hydra.sweeper.other_conditions=refuse: no study {family!r} in the journal was measured "
                           f"under these conditions: {why[0]}")  # fmt: skip
