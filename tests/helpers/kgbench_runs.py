@@ -64,10 +64,14 @@ def search_studies(journal: Path, family: str) -> list[str]:
     return [s.study_name for s in summaries if s.user_attrs.get(FAMILY_ATTR) == family]
 
 
+def study_named(journal: Path, name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=open_storage(journal))
+
+
 def search_study(journal: Path, family: str) -> optuna.Study:
     """The one study of ``family`` in the journal."""
     (name,) = search_studies(journal, family)
-    return optuna.load_study(study_name=name, storage=open_storage(journal))
+    return study_named(journal, name)
 
 
 def client_for(tmp_path: Path) -> MlflowClient:

@@ -24,10 +24,11 @@ from kgbench.search.asking import (
     enqueue_start,
     measured_keys,
     measured_trials,
+    requeue_failed,
     requeue_lost,
     reuse_earlier,
 )
-from kgbench.search.attrs import FAILED_ATTR, LEASE_ATTR, LOST_ATTR, REUSED_ATTR
+from kgbench.search.attrs import FAILED_ATTR, LEASE_ATTR, LOST_ATTR, RETRIED_ATTR, REUSED_ATTR
 from kgbench.search.journal import JournalError, check_readable, check_writable, open_storage
 from kgbench.search.lease import LeaseKeeper, Owner, lease_value, lost_reason, reap_lost
 from kgbench.search.space import parse_space, trial_key
@@ -180,3 +181,18 @@ def test_a_failed_jobs_value_is_never_reused_nor_the_best(tmp_path: Path) -> Non
     study.tell(fresh, 7.0)
     best = best_measured(study)
     assert best is not None and best.number == fresh.number
+
+
+def test_retry_failed_measures_a_failed_config_again_once(tmp_path: Path) -> None:
+    study = new_study(tmp_path / "j.journal")
+    failed = study.ask(X)
+    tell_job(study, failed, None, 0.0)  # the shared MLflow store was down
+    assert measured_trials(study) == 1 and trial_key(failed.params) in measured_keys(study)
+    assert requeue_failed(study) == [(failed.number, failed.params)]
+    assert measured_trials(study) == 0 and study.user_attrs[RETRIED_ATTR] == [failed.number]
+    assert requeue_failed(study) == []  # once per failure
+    again = study.ask(X)
+    assert again.params == failed.params and reuse_earlier(study, again) is False
+    study.tell(again, 9.0)
+    best = best_measured(study)
+    assert best is not None and best.number == again.number
