@@ -47,9 +47,9 @@ def check_writable(path: str | Path) -> Path:
     try:
         journal.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise JournalError(
-            f"hydra.sweeper.journal={journal}: cannot make its folder {journal.parent}: {exc.strerror or exc}"
-        ) from None
+        blocker = next((p for p in (journal.parent, *journal.parent.parents) if p.exists() and not p.is_dir()), None)
+        why = f"{blocker} is a file" if blocker else exc.strerror or str(exc)
+        raise JournalError(f"hydra.sweeper.journal={journal}: cannot make its folder {journal.parent}: {why}") from None
     try:
         with open(journal, "ab"):
             pass
