@@ -16,7 +16,10 @@ journal format is the same). Scenarios (``--only`` picks some):
   command again: is the killed config measured, and are trials left running;
 - two: two sweepers at once on one study (numAnalysisThreads 2, 4 x engines 0, 1: engines=0 fails at once) and one
   sqlite MLflow store: jobs per config, failed values passed on, do both report the same best;
-- journal: a journal with a corrupt second line, and a journal path under a file: exit status, traceback, message.
+- journal: a journal with a corrupt second line, and a journal path under a file: exit status, traceback, message;
+- overhead (this checkout only, in this process): what the new parts cost a search: its condition (the binary and
+  network hashed: the sim's, and KGBENCH_KATAGO_BIN / KGBENCH_KATAGO_MODEL when set), the ask lock taken and let
+  go, and one ask round under it (reap, requeue, ask, lease) on a study of 200 trials.
 
 DIR/results.json holds every figure and each run's output tail; the table is printed (`--report` prints it again).
 """
@@ -27,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import random
 import re
 import signal
 import subprocess
@@ -52,7 +56,7 @@ SEARCH = ["-m", "backend=sim", "load=smoke", "load.concurrency=[4]", "hparams_se
           "hydra.sweeper.params=null", "hydra.sweeper.sampler.seed=0"]  # fmt: skip
 ENV = {"KGSERVE_SIM_SPEED": "20", "KGBENCH_CONTENTION_CHECK": "false", "PYTHONUNBUFFERED": "1"}
 BEST = re.compile(r"Best trial (\d+)(?:, copied from \S+)?: (\{.*?\}) -> (\S+) ")
-SCENARIOS = ("fixed", "narrow", "kill", "two", "journal")
+SCENARIOS = ("fixed", "narrow", "kill", "two", "journal", "overhead")
 
 
 class Runner:
@@ -206,7 +210,66 @@ def journal_faults(runner: Runner) -> dict[str, Any]:
     return {"cases": out}
 
 
-RUNS = {"fixed": fixed, "narrow": narrow, "kill": kill, "two": two, "journal": journal_faults}
+def _mean_ms(action: Any, times: int) -> float:
+    started = time.perf_counter()
+    for _ in range(times):
+        action()
+    return round((time.perf_counter() - started) / times * 1000, 3)
+
+
+def overhead(runner: Runner) -> dict[str, Any]:
+    from kgbench.search.asking import ask_new, requeue_lost
+    from kgbench.search.journal import ask_lock, open_storage
+    from kgbench.search.lease import LeaseKeeper, reap_lost
+    from kgbench.search.space import parse_space
+    from kgbench.sweep.search_hooks import _digest, file_identity
+
+    out: dict[str, Any] = {"hash_ms": {}}
+    files = {"sim network": REPO / "assets" / "sim" / "kgsim-b40c768.bin.gz",
+             "KGBENCH_KATAGO_BIN": os.environ.get("KGBENCH_KATAGO_BIN"),
+             "KGBENCH_KATAGO_MODEL": os.environ.get("KGBENCH_KATAGO_MODEL")}  # fmt: skip
+    for name, path in files.items():
+        if path:
+            _digest.cache_clear()
+            size = Path(path).stat().st_size
+            out["hash_ms"][name] = {"bytes": size, "ms": _mean_ms(lambda p=path: file_identity(p), 1)}
+    journal = runner.folder / "overhead.journal"
+    lock_times = []
+    for _ in range(50):
+        started = time.perf_counter()
+        with ask_lock(journal):
+            pass
+        lock_times.append(time.perf_counter() - started)
+    out["ask_lock_ms"] = round(sum(lock_times) / len(lock_times) * 1000, 3)
+    space = parse_space(["++a=tag(ordered, choice(1, 2, 4, 8, 16, 32))", "++b=tag(ordered, choice(1, 2, 4, 8))",
+                         "++c=range(1, 10)"])  # fmt: skip
+    study = optuna.create_study(study_name="overhead", storage=open_storage(journal), direction="maximize",
+                                sampler=optuna.samplers.RandomSampler(seed=0))  # fmt: skip
+    rng = random.Random(0)
+    for _ in range(200):
+        trial, _ = ask_new(study, space, rng)
+        if trial is not None:
+            study.tell(trial, rng.random())
+    with LeaseKeeper(study._storage, 120) as keeper:
+        round_times = []
+        for _ in range(20):
+            started = time.perf_counter()
+            with ask_lock(journal):
+                reap_lost(study, 120)
+                requeue_lost(study)
+                trial, _ = ask_new(study, space, rng)
+                if trial is not None:
+                    keeper.hold(trial._trial_id)
+            round_times.append(time.perf_counter() - started)
+            if trial is not None:
+                keeper.release(trial._trial_id)
+                study.tell(trial, rng.random())
+    out["ask_round_ms"] = round(sum(round_times) / len(round_times) * 1000, 1)
+    out["trials"] = len(study.trials)
+    return out
+
+
+RUNS = {"fixed": fixed, "narrow": narrow, "kill": kill, "two": two, "journal": journal_faults, "overhead": overhead}
 
 
 def _load() -> float:
@@ -252,6 +315,16 @@ def table(results: dict[str, Any]) -> str:
                 f"| {name} journal | exit {j['exit']}, traceback: {j['traceback']}, jobs {j['jobs']}: "
                 f"`{j['message'][:150]}` |"
             )
+    if "overhead" in r:
+        o = r["overhead"]
+        hashed = "; ".join(
+            f"{name} ({v['bytes'] / 2**20:.1f} MiB) {v['ms']:.0f} ms" for name, v in o["hash_ms"].items()
+        )
+        rows.append(
+            f"| overhead | condition: sha256 of {hashed}; ask lock taken and let go: {o['ask_lock_ms']:.2f} "
+            f"ms; an ask round (reap, requeue, ask, lease) on a study of {o['trials']} trials: "
+            f"{o['ask_round_ms']:.0f} ms |"
+        )
     return "\n".join(rows)
 
 
