@@ -18,7 +18,7 @@ import sys
 from functools import lru_cache
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep import state
 from kgbench.sweep.callbacks import open_sweep
@@ -56,10 +56,13 @@ def file_identity(path: str | Path) -> str:
 
 
 def _machine(config: DictConfig) -> str:
-    launcher = str(config.hydra.launcher.get("_target_", ""))
+    launcher = str(OmegaConf.select(config, "hydra.launcher._target_", default="") or "")
     if not any(name in launcher for name in REMOTE_LAUNCHERS):
         return this_machine()
-    cluster = load_settings(runtime_config_path(config)).cluster
+    try:
+        cluster = load_settings(runtime_config_path(config)).cluster
+    except ConfigError:
+        cluster = None
     if cluster is None:
         return "PBS nodes"
     return f"PBS nodes ({resource_spec(cluster)}, queue {cluster.queue or 'default'})"
