@@ -169,6 +169,23 @@ def kill(runner: Runner) -> dict[str, Any]:
             "best": _best(out), "tail": _tail(out)}  # fmt: skip
 
 
+def _two_counts(runner: Runner, journal: Path, outs: Sequence[str]) -> dict[str, Any]:
+    """Jobs per config (by each job's overrides: a job that fails before logging its params has none), failed values
+    passed on, and the bests of two sweepers' outputs."""
+    runs = runner.jobs()
+    per_config = Counter(r.data.tags.get("hydra_overrides", "?") for r in runs)
+    trials = {t.number: t for t in _trials(journal)}
+    failed = {n for n, t in trials.items() if t.user_attrs.get("kgbench.failed")}
+    passed_on = [t.number for t in trials.values() if t.user_attrs.get("kgbench.reused_from") in failed
+                 and t.value is not None]  # fmt: skip
+    bests = [_best(out) for out in outs]
+    most = max(per_config.values(), default=0)
+    return {"jobs": len(runs), "configs": len(per_config), "most_jobs_of_one_config": most,
+            "failed_values_passed_on": len(passed_on), "bests": bests,
+            "same_best": bests[0] is not None and bests[0] == bests[1],
+            "best_is_a_failed_job": any(b is not None and b["trial"] in failed for b in bests)}  # fmt: skip
+
+
 def two(runner: Runner) -> dict[str, Any]:
     journal = runner.folder / "study.journal"
     args = [*SEARCH, f"hydra.sweeper.journal={journal}", "numAnalysisThreads=tag(ordered, choice(2, 4))",
@@ -178,20 +195,17 @@ def two(runner: Runner) -> dict[str, Any]:
     for proc, _ in started:
         proc.wait(timeout=900)
     outs = [log.read_text() for _, log in started]
-    runs = runner.jobs()
-    per_config = Counter((r.data.params.get("katago.numAnalysisThreads"), r.data.params.get("engines")) for r in runs)
-    trials = {t.number: t for t in _trials(journal)}
-    failed = {n for n, t in trials.items() if t.user_attrs.get("kgbench.failed")}
-    passed_on = [t.number for t in trials.values() if t.user_attrs.get("kgbench.reused_from") in failed
-                 and t.value is not None]  # fmt: skip
-    bests = [_best(out) for out in outs]
     return {"exits": [p.returncode for p, _ in started], "traceback": any("Traceback" in o for o in outs),
-            "jobs": len(runs), "configs": len(per_config),
-            "most_jobs_of_one_config": max(per_config.values(), default=0),
-            "failed_values_passed_on": len(passed_on), "bests": bests,
-            "same_best": bests[0] is not None and bests[0] == bests[1],
-            "best_is_a_failed_job": any(b is not None and b["trial"] in failed for b in bests),
-            "tails": [_tail(o) for o in outs]}  # fmt: skip
+            **_two_counts(runner, journal, outs), "tails": [_tail(o) for o in outs]}  # fmt: skip
+
+
+def recount_two(folder: Path, tree: Path, results: dict[str, Any]) -> None:
+    """The two sweepers' figures counted again from the saved MLflow store, journal and outputs (no run)."""
+    runner = Runner(tree, folder / "two")
+    logs = sorted(runner.folder.glob("background-*.log"))
+    results["scenarios"]["two"].update(
+        _two_counts(runner, runner.folder / "study.journal", [p.read_text() for p in logs])
+    )
 
 
 def journal_faults(runner: Runner) -> dict[str, Any]:
@@ -334,12 +348,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tree", type=Path, default=REPO, help="the checkout whose `python -m kgbench` runs")
     parser.add_argument("--only", nargs="+", choices=SCENARIOS, default=list(SCENARIOS))
     parser.add_argument("--report", action="store_true", help="print the saved table again")
+    parser.add_argument(
+        "--recount", action="store_true", help="count the two sweepers' figures again from the saved runs"
+    )
     args = parser.parse_args(argv)
     path = args.out / "results.json"
     if args.report:
         print(table(json.loads(path.read_text())))
         return 0
     results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {"scenarios": {}}
+    if args.recount:
+        recount_two(args.out.resolve(), args.tree.resolve(), results)
+        path.write_text(json.dumps(results, indent=1, default=str))
+        print(table(results))
+        return 0
     results.update(tree=str(args.tree.resolve()), date=datetime.now(UTC).isoformat(timespec="seconds"))
     for name in args.only:
         started, load_before = time.monotonic(), _load()
