@@ -13,6 +13,7 @@
 - kgserve_websocket_connection_seconds      WebSocket connection lifetimes
 - kgserve_websocket_paced_messages_total{bound}  WebSocket messages read late, past websocket.max_messages_per_s
                                            (bound="connection") or limits.max_messages_per_s_per_client ("client")
+- kgserve_requests_paced_total               HTTP requests that waited, past limits.max_requests_per_s_per_client
 - kgserve_forwarded_for_invalid_total       X-Forwarded-For headers of a trusted proxy that could not be read
 
 Engine figures are read from the pool's status() at scrape time. The two per-request series are plain counts
@@ -125,6 +126,11 @@ class Metrics:
             "kgserve_websocket_paced_messages",
             "WebSocket messages read late, past a bound on messages a second (connection or client)",
             ["bound"],
+            registry=self.registry,
+        )
+        self.http_paced = Counter(  # kgserve.http.pacing
+            "kgserve_requests_paced",
+            "HTTP requests that waited their turn, past limits.max_requests_per_s_per_client",
             registry=self.registry,
         )
         self.ws_duration = Histogram(

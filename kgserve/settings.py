@@ -154,6 +154,9 @@ class LimitsSettings(_Strict):
     # lines (queries, actions, anything) a client may send a second over all its WebSockets, a second's worth of
     # burst; past it its messages wait in its own sockets (kgserve.admission.rates; 0: no bound)
     max_messages_per_s_per_client: int = Field(2000, ge=0)
+    # HTTP requests a client may make a second over all its connections, a second's worth of burst; past it a
+    # request waits its turn before it is handled (kgserve.http.pacing; 0: no bound)
+    max_requests_per_s_per_client: int = Field(1000, ge=0)
     # bytes held for work in flight (kgserve.admission.budget): over it, 429 / an error line / a slow client dropped;
     # the budget's last 1/8 is kept for clients holding little (its reserve: a fraction, no key of its own)
     memory_budget_bytes: int = Field(256 << 20, ge=1 << 20)

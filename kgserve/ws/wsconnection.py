@@ -63,7 +63,7 @@ class Connection:
         self.queries = ConnectionQueries(ctx, metrics, self.outbox, client, klass, credential)
         self.counts = self.queries.counts
         own_rate = ctx.settings.websocket.max_messages_per_s
-        self.pacing = Pacing(own_rate, admission.rates, client.key, self.outbox, metrics, self.counts)
+        self.pacing = Pacing(own_rate, admission.message_rates, client.key, self.outbox, metrics, self.counts)
         self.stopping = asyncio.Event()  # the server is shutting down
         self._extension: dict[str, Any] = (websocket.scope.get("extensions") or {}).get(CONNECTION_EXTENSION) or {}
         on_shutdown: Callable[[Callable[[], None] | None], None] | None = self._extension.get("on_shutdown")
