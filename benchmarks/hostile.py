@@ -402,7 +402,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--flood-queries", type=int, default=64, help="closed-loop queries of the floods")
     p.add_argument("--flood-visits", type=int, default=64)
     p.add_argument("--message-rate", type=float, default=60_000, help="messages a second of the message flood, in all")
-    p.add_argument("--message-processes", type=int, default=1, help="flooding processes (one client: one address)")
+    p.add_argument("--message-processes", type=int, default=2, help="flooding processes (one client: one address)")
     p.add_argument("--message-connections", type=int, default=1, help="WebSockets of each flooding process")
     p.add_argument("--request-rate", type=float, default=20_000, help="requests a second of the request flood, in all")
     p.add_argument("--request-connections", type=int, default=64, help="connections of each request-flood process")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from benchmarks.hostile_attacks.common import open_raw, raw_websocket, ws_frame
 
-__all__ = ["FLOOD_LINE", "FloodCounts", "flood", "frame_block"]
+__all__ = ["ANSWER", "FLOOD_LINE", "FloodCounts", "flood", "frame_block", "read_answers"]
 
 FLOOD_LINE = b"x"  # KataGo answers it with an error line without an id (a line it cannot parse)
 # over HTTP: the same line as a request's body, pipelined on a keep-alive connection (answered 400 with that line)
@@ -34,6 +34,7 @@ FLOOD_REQUEST = b"POST /analysis HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\
 TICK_S = 0.005
 ANSWER = b'{"error":'
 HTTP_ANSWER = b"HTTP/1.1 "
+PACED = b"\r\nx-paced-ms: "  # a response that waited its client's turn (kgserve.http.pacing)
 _ERROR = re.compile(rb'"error":"((?:[^"\\]|\\.)*)"')
 _MASK = b"\x1f\x2e\x3d\x4c"
 
@@ -51,19 +52,23 @@ class FloodCounts:
     texts: dict[str, int] = field(default_factory=dict)  # error texts other than the invalid line's, and how often
 
 
-async def _read(reader: asyncio.StreamReader, counts: FloodCounts, common: list[bytes], answer: bytes) -> None:
+async def read_answers(reader: asyncio.StreamReader, counts: FloodCounts, common: list[bytes], answer: bytes) -> None:
+    """Count the answers (`answer`: how each begins) until the connection ends, and the error texts other than the
+    first one seen (`common`: the invalid line's own)."""
     tail = b""
     with contextlib.suppress(ConnectionError):
         while chunk := await reader.read(1 << 18):
             window = tail + chunk
             counts.answers += window.count(answer) - tail.count(answer)
+            if answer == HTTP_ANSWER and (paced := window.count(PACED) - tail.count(PACED)):
+                counts.texts["(HTTP) X-Paced-Ms"] = counts.texts.get("(HTTP) X-Paced-Ms", 0) + paced
             for text in _ERROR.findall(chunk):
                 if not common:
                     common.append(text)  # the first answer is the invalid line's own error
                 elif text != common[0]:
                     key = text.decode("utf-8", errors="replace")
                     counts.texts[key] = counts.texts.get(key, 0) + 1
-            tail = window[-(len(answer) - 1) :]
+            tail = window[-(max(len(answer), len(PACED)) - 1) :]
 
 
 async def _one(port: int, local: str, rate: float, seconds: float, counts: FloodCounts, http: bool) -> None:
@@ -74,7 +79,7 @@ async def _one(port: int, local: str, rate: float, seconds: float, counts: Flood
         reader, writer = await raw_websocket(port, local)
         block, answer = frame_block(FLOOD_LINE, 1), ANSWER
     common: list[bytes] = []
-    reading = asyncio.create_task(_read(reader, counts, common, answer))
+    reading = asyncio.create_task(read_answers(reader, counts, common, answer))
     per_tick = max(1, round(rate * TICK_S))
     block *= per_tick
     began = time.monotonic()
