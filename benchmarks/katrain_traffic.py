@@ -37,7 +37,7 @@ from benchmarks.hostile import parse_args as hostile_args
 from benchmarks.hostile_attacks.common import metric
 from kgbench.track.machine import machine_line
 
-__all__ = ["busiest", "game_moves", "main"]
+__all__ = ["busiest", "game_moves", "katrain_config", "main"]
 
 KEY_REPEAT_S = 1 / 30
 SWEEP_AT = 10  # the sweep's position: after 10 moves, 351 empty points (KaTrain sweeps wherever the user is)
@@ -51,6 +51,21 @@ def game_moves(count: int) -> list[tuple[str, tuple[int, int]]]:
     if count > 2 * (len(black) - 19):
         raise ValueError(f"at most {2 * (len(black) - 19)} moves")
     return [("B", black[i // 2]) if i % 2 == 0 else ("W", white[i // 2]) for i in range(count)]
+
+
+def katrain_config(remote_url: str) -> dict[str, Any]:
+    """KaTrain's engine settings for its remote engine at `remote_url` (a WebSocket URL): 40 visits a query, 10
+    for its fast ones (a game's nodes, a sweep), no reconnecting, no ownership."""
+    return {
+        "backend": "remote",
+        "remote_url": remote_url,
+        "allow_recovery": False,
+        "max_visits": 40,
+        "fast_visits": 10,
+        "max_time": 30.0,
+        "wide_root_noise": 0.0,
+        "_enable_ownership": False,
+    }
 
 
 def busiest(times: list[float], window_s: float) -> int:
@@ -120,16 +135,7 @@ def run(args: argparse.Namespace) -> list[tuple[str, int, int, int]]:
     with hostile_server("shared", hostile_args([])) as (proc, _, _):
         assert proc.url is not None
         app = App()
-        config = {
-            "backend": "remote",
-            "remote_url": proc.url.replace("http://", "ws://") + "/ws",
-            "allow_recovery": False,
-            "max_visits": 40,
-            "fast_visits": 10,
-            "max_time": 30.0,
-            "wide_root_noise": 0.0,
-            "_enable_ownership": False,
-        }
+        config = katrain_config(proc.url.replace("http://", "ws://") + "/ws")
         engine = remote_engine.RemoteKataGoEngine(app, config)
         recorder = _Recorder()
         recorder.wrap(engine.ws)
