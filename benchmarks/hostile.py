@@ -15,8 +15,10 @@ Attacks (benchmarks/hostile_attacks/): the first round's (issue 12: slowloris on
 connections, clients that never read a stream, header floods, half-close) and issue 27's ten: concurrent ~1 MB
 queries (memory), pings from a WebSocket that never reads, terminates with huge turnNumbers, a cut-off WebSocket
 keeping its socket, one client taking every slot (and every connection), an interactive flood, a float in
-priorities, partial-result floods, a frozen engine, SIGTERM with WebSocket queries in flight. Every wait is
-bounded; the whole run stays under ``--max-seconds``.
+priorities, partial-result floods, a frozen engine, SIGTERM with WebSocket queries in flight; and issue 36's
+floods from one client (benchmarks/hostile_attacks/floods.py): small invalid lines over WebSockets, pipelined
+requests over HTTP, while another client's query and /healthz are timed. Every wait is bounded; the whole run stays
+under ``--max-seconds``.
 """
 
 from __future__ import annotations
