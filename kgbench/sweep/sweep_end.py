@@ -14,6 +14,7 @@ from pathlib import Path
 from mlflow.entities import Run
 
 from kgbench.decide import runs as runlib
+from kgbench.decide.nets import CHOICE_NOTE, net_bests
 from kgbench.decide.report import write_report
 from kgbench.decide.runtimes import promote_command, shown_path
 from kgbench.decide.selection import choose_winner, objective_for
@@ -32,8 +33,19 @@ def _note(message: str) -> None:
 
 def _best_lines(runs: list[Run]) -> list[str]:
     """The best job by promote's rule (simulated and synthetic runs allowed: the sweep ran them) and how to promote
-    it; when no job qualifies, why not."""
-    cands = runlib.candidates(runs)
+    it; when no job qualifies, why not. With several networks, each net's best job: promote chooses within one."""
+    bests = net_bests(runs)
+    if len(bests) > 1:
+        lines = [f"{len(bests)} networks side by side: {CHOICE_NOTE}"]
+        for nb in bests:
+            best = nb.best
+            if best is None:
+                lines.append(f"{nb.net}: no job qualifies")
+                continue
+            lines.append(f"{nb.net}: {verdict_line(nb.selection, 'best job is')}")
+            lines.append(f"  promote it: {promote_command(best)} --run {best.info.run_id}")
+        return lines
+    cands = runlib.candidates(runs)  # ranked by their traffic's objective (turns/s for review traffic)
     selection = choose_winner(cands, allow_simulated=True, allow_synthetic=True, objective=objective_for(cands))
     if selection.winner is None:
         reasons = sorted({v.reason for v in selection.verdicts if v.reason})
@@ -76,9 +88,10 @@ def summarise(sweep: state.SweepRun | None, sweep_dir: Path) -> None:
     url = runs_url(sweep.experiment_id, tracking.tracking_uri())
     print(f"kgbench: the runs in `mlflow ui` (started in this folder; this link opens them): {url}", flush=True)
     parent_run = tracking.JobRun(client, sweep.parent_run_id)
-    best = frame["req/s"].max() if not frame.empty else math.nan
-    if math.isfinite(best):
-        parent_run.log_metrics({"best_req_per_s": float(best)})
+    for column, metric in (("req/s", "best_req_per_s"), ("turns/s", "best_turns_per_s")):
+        best = frame[column].max() if not frame.empty and column in frame else math.nan
+        if math.isfinite(best):
+            parent_run.log_metrics({metric: float(best)})
     if start.from_ledger:  # the sweep-level count: positions sent twice over all its jobs
         parent_run.log_metrics({"positions_sent": start.sent, "position_repeats": start.repeats})
     tracking.finish_run(client, sweep.parent_run_id, succeeded > 0)
