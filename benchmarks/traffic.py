@@ -95,6 +95,13 @@ def scenario_args(scenario: str, round_: int, traffic: str, smoke: bool) -> list
     raise ValueError(f"unknown scenario {scenario!r}")
 
 
+def _named(args: Sequence[str]) -> list[str]:
+    """The args as saved: the engine's binary and net by their variables' names (the saved rounds are committed;
+    the machine's paths stay out of them)."""
+    names = {"engine.binary": "$KGBENCH_KATAGO_BIN", "engine.model": "$KGBENCH_KATAGO_MODEL"}
+    return [f"{a.split('=', 1)[0]}={names[a.split('=', 1)[0]]}" if a.split("=", 1)[0] in names else a for a in args]
+
+
 def _uptime() -> str:
     return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
 
@@ -142,7 +149,7 @@ def run_round(out: Path, scenario: str, round_: int, traffic: str, smoke: bool, 
     engine = ["backend=sim"] if sim else ["backend=eigen", *_engine()]
     base = ["contention.check=false", "race.enabled=false"] if scenario == "h200" else BASE
     args = [*base, *scenario_args(scenario, round_, traffic, smoke), *engine]
-    record: dict[str, Any] = {"name": name, "scenario": scenario, "round": round_, "args": args, "smoke": smoke}
+    record: dict[str, Any] = {"name": name, "scenario": scenario, "round": round_, "args": _named(args), "smoke": smoke}
     record.update(sim_env=SIM_ENV if sim else None, uptime_before=_uptime())
     # the self-play games there were when the round ran (review, interactive and mixed traffic draw from them)
     record["games"] = {size: len(game_files(GAMES_DIR, [size])) for size in (9, 13, 19)}
