@@ -20,7 +20,7 @@ it makes that share first: KataGo's analysis threads take a review's turns in or
 move before's, which began one thread's turn earlier). Several neighbours
 combine as independent sources: 1 - prod(1 - share_i).
 
-The shares are calibrated on the real CPU KataGo (the test network at 16-50 visits, docs/traffic.md and
+The shares are calibrated on the real CPU KataGo (the test network at 16 visits, docs/traffic.md and
 docs/throughput-model.md, "The NN cache across searches"), and are used for every profile: how much two successive
 positions' trees share is a property of the search, not of the device (not measured on a GPU).
 """
@@ -41,10 +41,17 @@ _REMEMBERED = 65536  # recent searches kept (older ones' entries are long gone a
 
 @dataclass(frozen=True)
 class CacheShares:
+    """Fitted so that the sim's NN rows per visit (on the cpu-eigen-b6c96 profile, 4 analysis threads, 16 visits)
+    are the real CPU KataGo's over its rows per visit without a table (1.067): one position a request after the move
+    before 0.593 (real 0.633-0.637) and a review at the default table 0.689 (real 0.726-0.745) (docs/traffic.md,
+    "The sim against the real engine"). The sim's own accounting (a search's rows at the load it runs beside) puts
+    its rows per visit below 1 - hit at one search in flight, so the fitted shares are below the raw ratios
+    (1 - 0.633 / 1.067 = 0.41)."""
+
     same: float = 0.85  # the same position searched again (KataGo: the tree's evaluations are all in the table)
-    parent: float = 0.41  # calibrated on the real CPU KataGo (module docstring)
-    child: float = 0.41  # not measured (no traffic here steps backwards): taken as the parent's
-    concurrent: float = 0.65
+    parent: float = 0.34  # fitted on one position a request (load=positions) on the real CPU KataGo
+    child: float = 0.34  # not measured (no traffic here steps backwards): taken as the parent's
+    concurrent: float = 0.56  # fitted on review at 2^23 on the real CPU KataGo, with `parent` fixed
 
 
 SHARES = CacheShares()
