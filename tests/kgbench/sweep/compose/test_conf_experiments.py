@@ -76,6 +76,15 @@ def test_every_h200_job_composes_and_renders(backend: str) -> None:
         assert cfg.mode == "load"
 
 
+def test_h200_sends_game_reviews_unless_the_command_line_names_a_load() -> None:
+    # docs/traffic.md, "experiment=h200's traffic": reviews by default, any load option on the command line wins
+    cfg = _compose(["experiment=h200"])
+    assert (cfg.load.traffic, list(cfg.load.concurrency)) == ("review", [2, 4, 8])
+    assert _compose(["experiment=h200", "load=default"]).load.traffic == "distinct"
+    assert _compose(["experiment=h200", "load=mixed"]).load.traffic == "mixed"
+    assert _compose(["experiment=h200_engine"]).load.traffic == "distinct"  # katago benchmark sends no load
+
+
 def test_h200_engine_runs_katago_benchmark_on_both_builds() -> None:
     cfg = _compose(["experiment=h200_engine"], hydra=True)
     assert count_jobs([], cfg.hydra.sweeper.params) == 2
