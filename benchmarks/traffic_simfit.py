@@ -1,4 +1,4 @@
-"""`python -m benchmarks.traffic_simfit --parent P --concurrent C [--kind review|positions] [--pows -1,8,23]`: the
+"""`python -m benchmarks.traffic_simfit --parent P --concurrent C [--kind review|positions] [--pows=-1,8,23]`: the
 simulated engine's NN rows per visit with the cache model's shares set to P and C (kgserve/sim/model/nncache.py),
 for fitting them to the real CPU KataGo's rounds (docs/traffic.md, "The sim against the real engine").
 
@@ -98,7 +98,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--parent", type=float, required=True)
     p.add_argument("--concurrent", type=float, required=True)
     p.add_argument("--kind", choices=["review", "positions"], default="review")
-    p.add_argument("--pows", default="-1,4,6,8,10,12,16,23", help="nnCacheSizePowerOfTwo values, comma-separated")
+    p.add_argument(
+        "--pows",
+        default="-1,4,6,8,10,12,16,23",
+        help="nnCacheSizePowerOfTwo values, comma-separated (--pows=-1,23: an = before a leading minus)",
+    )
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="kgbench-simfit-") as tmp:
         for cache_pow in (int(v) for v in args.pows.split(",")):
