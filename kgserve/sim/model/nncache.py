@@ -43,7 +43,7 @@ _REMEMBERED = 65536  # recent searches kept (older ones' entries are long gone a
 class CacheShares:
     """Fitted so that the sim's NN rows per visit (on the cpu-eigen-b6c96 profile, 4 analysis threads, 16 visits)
     are the real CPU KataGo's over its rows per visit without a table (1.067): one position a request after the move
-    before 0.593 (real 0.633-0.637) and a review at the default table 0.689 (real 0.726-0.745) (docs/traffic.md,
+    before 0.59 (real 0.633-0.640) and a review at the default table 0.689 (real 0.726-0.745) (docs/traffic.md,
     "The sim against the real engine"). The sim's own accounting (a search's rows at the load it runs beside) puts
     its rows per visit below 1 - hit at one search in flight, so the fitted shares are below the raw ratios
     (1 - 0.633 / 1.067 = 0.41)."""
