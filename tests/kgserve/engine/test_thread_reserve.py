@@ -51,7 +51,7 @@ def _query(name: str, visits: int = LONG) -> dict[str, object]:
 
 
 def _hog(pool: EnginePool, count: int) -> list[QueryStream]:
-    return [pool.submit(make_query(_query(f"h{index}")), HOG) for index in range(count)]  # type: ignore[misc]
+    return [pool.submit(make_query(_query(f"h{index}")), HOG) for index in range(count)]
 
 
 def _held(pool: EnginePool) -> int:
