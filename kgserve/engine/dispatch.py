@@ -193,7 +193,7 @@ class Dispatch(Settler):
             self.holding.pop(client, None)
         self.queue.holding_changed(client)
 
-    def _gone(self, piece: Piece, turns: int) -> None:
+    def gone(self, piece: Piece, turns: int) -> None:
         """`turns` of a piece taken off its engine without an answer."""
         piece.router.load.gone(turns)
         self._release(piece.stream.client, turns)
@@ -207,7 +207,7 @@ class Dispatch(Settler):
             return 0
         pieces = router.unstarted()
         for piece in pieces:
-            self._gone(piece, piece.finals_left)
+            self.gone(piece, piece.finals_left)
             stream = piece.stream
             if stream.plan is not None:
                 stream.plan.restore(piece.taken)

@@ -18,6 +18,7 @@ pool sends a query to the engine with the fewest). Nothing here touches a proces
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -107,11 +108,20 @@ class Router:
         return piece.finals_left
 
     def orphan(self, piece: Piece) -> None:
-        """Its query is over: a terminate, and its lines dropped until it ends (its threads stay counted)."""
+        """Its query is over: a terminate, and its lines dropped until it ends (its threads stay counted until then,
+        or until the abort timeout: an engine that never answers does not keep them for good)."""
         if piece.orphan or piece.internal_id.encode() not in self._pieces:
             return
         piece.orphan = True
         self.terminate(piece)
+        with contextlib.suppress(RuntimeError):  # no running loop (the rule's tests): nothing to expire
+            asyncio.get_running_loop().call_later(self.dispatch.abort_timeout_s, self._orphan_expired, piece)
+
+    def _orphan_expired(self, piece: Piece) -> None:
+        if piece.internal_id.encode() in self._pieces:
+            log.warning("%s: no answer to terminate %s within %gs: its threads counted free", self.label,
+                        piece.internal_id, self.dispatch.abort_timeout_s)  # fmt: skip
+            self.dispatch.gone(piece, self.drop(piece))
 
     def unstarted(self) -> list[Piece]:
         """The pieces the engine has not written a line for, of queries not being aborted (for another engine); the

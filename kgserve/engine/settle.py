@@ -37,7 +37,7 @@ class Settler:
         self.abort_timeout_s = abort_timeout_s
         self.closed = False
 
-    def _gone(self, piece: Piece, turns: int) -> None:
+    def gone(self, piece: Piece, turns: int) -> None:
         raise NotImplementedError
 
     # -- a client's terminate ------------------------------------------------------------------------------
@@ -98,7 +98,7 @@ class Settler:
             self.queue.dropped(stream, len(plan.drop()))
         for piece in list(stream.pieces):
             if isinstance(error, AbortTimeout):  # given up: its threads count as free, its lines go unrouted
-                self._gone(piece, piece.router.drop(piece))
+                self.gone(piece, piece.router.drop(piece))
             else:
                 piece.router.orphan(piece)
         stream.pieces.clear()
@@ -109,7 +109,7 @@ class Settler:
     def engine_gone(self, router: Router, pieces: list[Piece], error: EngineDied) -> None:
         """An engine exited (its router already emptied): its pieces' queries end with `error`."""
         for piece in pieces:
-            self._gone(piece, piece.finals_left)
+            self.gone(piece, piece.finals_left)
             stream = piece.stream
             if piece in stream.pieces:
                 stream.pieces.remove(piece)
