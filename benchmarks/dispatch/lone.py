@@ -7,7 +7,10 @@ Each run starts kgserve afresh (runtime/config.yaml's settings; the engine with 
 runtime/katago_serving.cfg with N threads, the real CPU KataGo issue 33's cfg, N x 1 search thread, batch 4) and one
 client (127.0.0.1) keeps C queries in flight over K WebSockets (positions from kgbench's query source, V visits
 each) for a warm-up, then counts the answers of S seconds. Runs alternate: shipped reserve, reserve off, shipped,
-off, ... (`--lend-bound-s` sets engine.lend_bound_s of the shipped runs). With `--newcomer` a second client
+off, ... (`--lend-bound-s` sets engine.lend_bound_s of the shipped runs). Besides answers/s, each run samples
+/readyz every 50 ms: the share of samples in which every analysis thread had a turn written (the engine's work is
+the same as with the reserve off exactly when it never idles a thread; a figure the machine's other load does not
+move as it moves answers/s). With `--newcomer` a second client
 (127.0.1.9) posts a small query every 0.5 s during the measured seconds: its waits are printed (the first client
 is then no longer alone: its figures are not the lone client's). Prints each run (with the machine's load
 average) and a table: answers/s per mode (median of the rounds) and the change.
@@ -43,6 +46,11 @@ class Run:
     load_before: str = ""
     load_after: str = ""
     waits: list[float] = field(default_factory=list)
+    busy: list[bool] = field(default_factory=list)  # per /readyz sample: every thread had a turn written
+
+    @property
+    def busy_share(self) -> float:
+        return sum(self.busy) / len(self.busy) if self.busy else float("nan")
 
     @property
     def rate(self) -> float:
@@ -84,7 +92,19 @@ async def _client(url: str, args: argparse.Namespace, run: Run) -> None:
                 run.waits.append(time.monotonic() - sent)
                 await asyncio.sleep(0.5)
 
+    async def occupancy() -> None:
+        """Whether the engine had a turn written for each thread, every 50 ms (/readyz's `pending`: the request
+        lines written to it and not finished; with the reserve off, every query in flight)."""
+        await asyncio.sleep(max(0.0, start - time.monotonic()))
+        async with aiohttp.ClientSession() as session:
+            while time.monotonic() < end:
+                async with session.get(url + "/readyz") as answer:
+                    engines = (await answer.json())["engines"]
+                run.busy.append(sum(int(engine["pending"]) for engine in engines) >= args.threads)
+                await asyncio.sleep(0.05)
+
     tasks = [lane(index) for index in range(args.connections)]
+    tasks.append(occupancy())
     if args.newcomer:
         tasks.append(newcomer())
     await asyncio.gather(*tasks)
@@ -107,8 +127,8 @@ def one_run(mode: str, args: argparse.Namespace, directory: Path) -> Run:
     run.load_after = load_average()
     waits = f", newcomer {_waits(run.waits)}" if run.waits else ""
     print(
-        f"# {mode}: {run.answers} answers in {run.seconds:g} s = {run.rate:.2f}/s (load {run.load_before} -> "
-        f"{run.load_after}){waits}",
+        f"# {mode}: {run.answers} answers in {run.seconds:g} s = {run.rate:.2f}/s, every thread busy in "
+        f"{run.busy_share:.1%} of {len(run.busy)} samples (load {run.load_before} -> {run.load_after}){waits}",
         file=sys.stderr,
         flush=True,
     )
@@ -125,13 +145,14 @@ def table(args: argparse.Namespace, runs: list[Run]) -> str:
         f"{args.in_flight} in flight over {args.connections} WebSocket(s) · {args.warmup_s:g} s warm-up, "
         f"{args.measure_s:g} s measured · {args.rounds} alternating round(s){bound}",
         "",
-        "| mode | answers/s, each run | median | vs reserve off |",
-        "|---|---|---:|---:|",
+        "| mode | answers/s, each run | median | vs reserve off | every thread busy (share of samples, each run) |",
+        "|---|---|---:|---:|---|",
     ]
     for mode in MODES:
         each = ", ".join(f"{value:.2f}" for value in rates[mode])
         versus = f"{change:+.1%}" if mode == "shipped" else ""
-        lines.append(f"| {mode} | {each} | {medians.get(mode, float('nan')):.2f} | {versus} |")
+        busy = ", ".join(f"{run.busy_share:.1%}" for run in runs if run.mode == mode)
+        lines.append(f"| {mode} | {each} | {medians.get(mode, float('nan')):.2f} | {versus} | {busy} |")
     waits = [wait for run in runs for wait in run.waits]
     if waits:
         lines.append("")

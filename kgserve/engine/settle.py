@@ -75,6 +75,12 @@ class Settler:
         plan = stream.plan
         if plan is None or plan.left <= 0:
             return
+        if turns is not None and not plan.split:
+            # held whole: KataGo would answer a terminate of its one turn (a query of several is one it refuses)
+            analysed = analysed_turns(stream.query.body)
+            if len(analysed) != 1 or not analysed <= turns:
+                return
+            turns = None
         dropped = plan.drop(turns)
         self.queue.dropped(stream, len(dropped))
         for turn in dropped:

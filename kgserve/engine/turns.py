@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from kgserve.katago._nlohmann import nlohmann_int
 from kgserve.katago.priorities import read_priorities, read_priority
-from kgserve.katago.protocol import DeferredJson, Query, analysed_turns, encode_query, engine_line
+from kgserve.katago.protocol import DeferredJson, Query, encode_query, engine_line
 
 if TYPE_CHECKING:
     from kgserve.engine.stream import QueryStream
@@ -34,7 +34,7 @@ Key = tuple[int, int, int]  # (-priority, arrival, turn rank): KataGo's queue or
 
 class TurnPlan:
     """A query's turns not yet written, in the order KataGo would start them: (-priority, rank, turn); turn None is
-    the whole query as one line (a query of one turn, or one KataGo will refuse)."""
+    the whole query as one line (a query of one turn, or one KataGo will refuse): the plan's only entry."""
 
     __slots__ = ("_dropped", "_entries", "_next", "left", "priorities", "split")
 
@@ -142,9 +142,9 @@ def plan_turns(query: Query) -> TurnPlan:
             ranks = {turn: rank for rank, turn in enumerate(sorted(turns))}
             entries = [(-(priorities[turn] if priorities else single), ranks[turn], turn) for turn in turns]
             return TurnPlan(entries, split=True, priorities=priorities)
-    analysed = analysed_turns(body)
-    turn = next(iter(analysed)) if len(analysed) == 1 and query.expected_finals == 1 else None
-    return TurnPlan([(-query_priority(body), 0, turn)], split=False, priorities=None)
+    # written whole (the common query: its turn is not looked up, which would decode the moves kgserve's HTTP path
+    # keeps as bytes; a terminate of some turns reads it, kgserve.engine.settle)
+    return TurnPlan([(-query_priority(body), 0, None)], split=False, priorities=None)
 
 
 def _split(body: dict[str, Any]) -> tuple[list[int], dict[int, int] | None, int] | None:

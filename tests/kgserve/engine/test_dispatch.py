@@ -102,3 +102,14 @@ def test_terminating_a_held_query_answers_no_results_and_frees_nothing() -> None
     )
     rig.answer(first)
     assert rig.routers[0].load.in_engine == 0
+
+
+def test_a_terminate_of_a_held_querys_turn_is_answered_at_once() -> None:
+    rig = Rig(2, 0.5)
+    rig.submit("a")
+    held = rig.submit("a", "h")
+    held.owner.abort(held, frozenset({7}))  # not its turn: nothing
+    assert held.held and not held.done
+    held.owner.abort(held, frozenset({2, 7}))  # its turn (two moves: turn 2), as KataGo answers a queued one
+    assert held.done and held._items is not None
+    assert held._items.get_nowait() == b'{"id":"h","isDuringSearch":false,"noResults":true,"turnNumber":2}'
