@@ -153,10 +153,10 @@ def table(args: argparse.Namespace, runs: list[Run]) -> str:
         versus = f"{change:+.1%}" if mode == "shipped" else ""
         busy = ", ".join(f"{run.busy_share:.1%}" for run in runs if run.mode == mode)
         lines.append(f"| {mode} | {each} | {medians.get(mode, float('nan')):.2f} | {versus} | {busy} |")
-    waits = [wait for run in runs for wait in run.waits]
-    if waits:
-        lines.append("")
-        lines.append(f"newcomer, shipped and off together: {len(waits)} queries, {_waits(waits)}")
+    for mode in MODES:
+        waits = [wait for run in runs if run.mode == mode for wait in run.waits]
+        if waits:
+            lines.append(f"\nnewcomer beside the client, reserve {mode}: {len(waits)} queries, {_waits(waits)}")
     return "\n".join(lines)
 
 
