@@ -228,13 +228,15 @@ class KgserveProcess:
 
 def one_client(data: dict[str, Any]) -> None:
     """kgserve's config for a load generator that is its only client: the per-client caps (issue 27) as wide as the
-    server-wide ones, so the measured load is not refused as one client's share, and no thread reserve (nobody else
-    would use the threads it keeps free: the engine would be measured with fewer threads than its cfg says)."""
+    server-wide ones, so the measured load is not refused as one client's share, no bound on its requests a second,
+    and no thread reserve (nobody else would use the threads it keeps free: the engine would be measured with fewer
+    threads than its cfg says)."""
     data.setdefault("engine", {})["thread_reserve"] = 0.0
     limits = data.setdefault("limits", {})
     limits["max_inflight_per_client"] = limits["max_inflight_queries"]
     limits["max_connections_per_client"] = 1 << 16
     limits["memory_per_client_bytes"] = limits.get("memory_budget_bytes", 256 << 20)
+    limits["max_requests_per_s_per_client"] = 0  # its request rate is what is measured
 
 
 def write_config(settings: Settings, directory: Path, *, max_inflight: int = 4096) -> Path:
