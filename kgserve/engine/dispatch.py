@@ -9,9 +9,9 @@ once and never preempts a running search. Per engine (kgserve.engine.reserve):
 - the last `reserve` threads go to clients holding at most `small` threads per engine (all engines together:
   `small` x the engines ready): a newcomer is answered while another client holds every other thread;
 - while no other client has turns waiting here, a client may borrow the reserve, and `prefetch` turns more go
-  into KataGo's own queue (no idle thread between its answer and kgserve's next line), but only while a newcomer
-  would wait about `lend_bound_s` at most (kgserve.engine.reserve.newcomer_wait_s). A client alone on the server
-  gets every thread, as with the reserve off.
+  into KataGo's own queue (no idle thread between its answer and kgserve's next line), but only for searches
+  estimated to end within `lend_bound_s`: the longest a newcomer waits for a lent thread. A client alone on the
+  server gets every thread, as with the reserve off.
 
 Whatever may not go now waits here, per turn: a many-turn query (a whole-game review) is written a few turns at
 a time as threads free (kgserve.engine.turns), so it never waits for an idle engine and never keeps other clients
@@ -31,7 +31,7 @@ from typing import Any
 
 from kgserve.engine.errors import NoEngineReady
 from kgserve.engine.heldqueue import HeldQueue
-from kgserve.engine.reserve import ThreadReserve, newcomer_wait_s
+from kgserve.engine.reserve import ThreadReserve
 from kgserve.engine.router import Router
 from kgserve.engine.settle import Settler
 from kgserve.engine.stream import QueryStream
@@ -164,8 +164,8 @@ class Dispatch(Settler):
         assert plan is not None
         if plan.lend_bound_s <= 0:
             return False
-        wait = newcomer_wait_s(plan, router.load.search_s(visits))
-        return wait is not None and wait <= plan.lend_bound_s
+        estimate = router.load.search_s(visits)
+        return estimate is not None and estimate <= plan.lend_bound_s
 
     @staticmethod
     def _cost(stream: QueryStream) -> int:

@@ -5,8 +5,8 @@ KataGo searches at most `numAnalysisThreads` turns at once and never preempts a 
 last `reserve` threads go to clients holding at most `small` threads; while no other client has work waiting in
 kgserve, a busy client may borrow them, and `prefetch` turns more that wait inside KataGo's own queue (so a turn
 starts the moment a thread frees, without waiting for kgserve to read the answer before and write the next),
-but only while a newcomer would wait about `lend_bound_s` at most for a thread (KataGo cannot take a lent one
-back): `newcomer_wait_s` below. kgserve.engine.dispatch applies the rule; docs/http-limits.md has the measurements
+but only for searches estimated to end within `lend_bound_s`: the longest a newcomer then waits for a lent thread
+(KataGo cannot take it back). kgserve.engine.dispatch applies the rule; docs/http-limits.md has the measurements
 the sizes come from.
 
 The estimate is Little's law on the engine's own recent work: thread-seconds spent searching (turns running, at
@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-__all__ = ["EngineLoad", "ThreadReserve", "newcomer_wait_s", "thread_reserve"]
+__all__ = ["EngineLoad", "ThreadReserve", "thread_reserve"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +31,7 @@ class ThreadReserve:
     reserve: int  # the last threads, only for clients holding at most `small` (or lent, below)
     small: int
     prefetch: int = 0  # turns written past the threads, into KataGo's queue, while lending
-    lend_bound_s: float = 0.0  # lend only while a newcomer would wait about this long at most; 0: never lend
+    lend_bound_s: float = 0.0  # lend only to searches estimated to end within this; 0: never lend
 
 
 def thread_reserve(threads: int | None, share: float, lend_bound_s: float = 0.0) -> ThreadReserve | None:
@@ -44,20 +44,6 @@ def thread_reserve(threads: int | None, share: float, lend_bound_s: float = 0.0)
         return None
     reserve = min(threads - 1, max(1, round(threads * share)))
     return ThreadReserve(threads, reserve, reserve, reserve, max(0.0, lend_bound_s))
-
-
-def newcomer_wait_s(plan: ThreadReserve, search_s: float | None) -> float | None:
-    """About how long a newcomer waits for a thread while the reserve is lent for searches of `search_s` (None: no
-    estimate yet).
-
-    Once it waits, lending stops, but the `prefetch` turns queued inside KataGo start first: its turn goes in when
-    prefetch + 1 threads have freed. Searches of about equal length that started at different times free a thread
-    every search_s / threads on average, so it waits about (prefetch + 1) x search_s / threads; if every search had
-    started at once (a burst of equal queries on a fresh engine) it would wait up to one whole search: the newcomer
-    waits measured are in docs/http-limits.md ("The thread reserve, lent")."""
-    if search_s is None:
-        return None
-    return (plan.prefetch + 1) * search_s / plan.threads
 
 
 class EngineLoad:

@@ -113,17 +113,3 @@ def test_a_terminate_of_a_held_querys_turn_is_answered_at_once() -> None:
     held.owner.abort(held, frozenset({2, 7}))  # its turn (two moves: turn 2), as KataGo answers a queued one
     assert held.done and held._items is not None
     assert held._items.get_nowait() == b'{"id":"h","isDuringSearch":false,"noResults":true,"turnNumber":2}'
-
-
-def test_lending_is_bounded_by_the_newcomers_wait_not_by_one_search() -> None:
-    rig = Rig(4, 0.25, lend_s=2.0)  # 1 reserved, 1 queued when lent: a newcomer waits for 2 of 4 threads to free
-    rig.learn(0.03)  # 100 visits: 3 s a search, past the bound alone; a newcomer's wait about 2 x 3 / 4 = 1.5 s
-    hog = [rig.submit("a", f"a{index}", visits=100) for index in range(6)]
-    assert [stream.held for stream in hog] == [False] * 5 + [True]  # every thread and one queued inside KataGo
-    longer = rig.submit("a", "longer", visits=200)  # 6 s: a newcomer would wait about 3 s, past the bound
-    rig.answer(hog[0])
-    assert not hog[5].held and longer.held
-    rig.answer(hog[1])
-    rig.learn(0.03)
-    rig.dispatch.fill(rig.routers[0])
-    assert longer.held and rig.routers[0].load.in_engine == 4  # a thread to lend, but not to a search that long
