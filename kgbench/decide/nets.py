@@ -16,7 +16,7 @@ import pandas as pd
 from mlflow.entities import Run
 
 from kgbench.decide import runs as runlib
-from kgbench.decide.selection import Selection, choose_winner
+from kgbench.decide.selection import Selection, choose_winner, objective_for
 from kgbench.track.schema import MODEL_FILE, NET_ARCH, NET_GFLOPS_PER_EVAL, NET_NAME, SYNTHETIC_NET
 
 __all__ = ["CHOICE_NOTE", "NetBest", "by_net", "net_bests", "net_of", "nets_frame"]
@@ -55,20 +55,19 @@ class NetBest:
 
 
 def net_bests(runs: Sequence[Run], *, allow_synthetic: bool = True) -> list[NetBest]:
-    """Each network's best run by promote's rule (simulated runs allowed; synthetic ones unless told not to), the
-    fastest network's first."""
-    out = [
-        NetBest(
-            net,
-            group,
-            choose_winner(runlib.candidates(group), allow_simulated=True, allow_synthetic=allow_synthetic),
+    """Each network's best run by promote's rule (simulated runs allowed; synthetic ones unless told not to) under
+    its runs' objective (analysed turns/s for traffic that counts turns, else req/s), the fastest network's first."""
+    out = []
+    for net, group in by_net(runs).items():
+        cands = runlib.candidates(group)  # ranked by their traffic's objective (turns/s for review traffic)
+        selection = choose_winner(
+            cands, allow_simulated=True, allow_synthetic=allow_synthetic, objective=objective_for(cands)
         )
-        for net, group in by_net(runs).items()
-    ]
+        out.append(NetBest(net, group, selection))
 
     def rate(nb: NetBest) -> float:
         best = nb.best
-        value = best.data.metrics.get("req_per_s") if best is not None else None
+        value = best.data.metrics.get(nb.selection.objective) if best is not None else None
         return value if value is not None and math.isfinite(value) else -math.inf
 
     return sorted(out, key=rate, reverse=True)
@@ -76,7 +75,7 @@ def net_bests(runs: Sequence[Run], *, allow_synthetic: bool = True) -> list[NetB
 
 def nets_frame(bests: Sequence[NetBest]) -> pd.DataFrame:
     """One row per network: its architecture, FLOPs per evaluation, whether it is synthetic, how many runs, and its
-    best run's req/s, NN evals/s and MFU."""
+    best run's req/s, analysed turns/s (traffic that counts turns), NN evals/s and MFU."""
     rows = []
     for nb in bests:
         first = nb.runs[0].data.tags
@@ -92,6 +91,7 @@ def nets_frame(bests: Sequence[NetBest]) -> pd.DataFrame:
                 "runs": len(nb.runs),
                 "best_run": best.info.run_id[:8] if best is not None else "-",
                 "req_per_s": metrics.get("req_per_s", math.nan),
+                "turns_per_s": metrics.get("turns_per_s", math.nan),
                 "nn_evals_per_s": metrics.get("nn_evals_per_s", math.nan),
                 "mfu": metrics.get("mfu", math.nan),
                 "p99_ms": metrics.get("p99_ms", math.nan),

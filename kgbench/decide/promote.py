@@ -1,7 +1,7 @@
 """`python -m kgbench.promote`: the best run of a sweep becomes the served configuration.
 
     python -m kgbench.promote [--sweep ID] [--experiment NAME] [--run ID] [--slo-p99-ms X]
-                              [--objective req_per_s|goodput] [--slo-ms X]
+                              [--objective req_per_s|goodput|turns_per_s] [--slo-ms X]
                               [--allow-simulated] [--allow-synthetic] [--config runtime/config.yaml]
                               [--runtime-dir DIR] [--dry-run] [--explain] [--diff]
 
@@ -43,7 +43,15 @@ from kgbench.decide import runs as runlib
 from kgbench.decide.cfgwrite import atomic_write_text, set_engine_backend, unified_diff
 from kgbench.decide.runtimes import CrossRuntime, RuntimeChoice, choose_runs, shown_path
 from kgbench.decide.scratch import DEFAULT_SCRATCH_DIR, ScratchRuntime, scratch_runtime, serve_command
-from kgbench.decide.selection import OBJECTIVES, Candidate, Selection, choose_winner, format_table, rule_text
+from kgbench.decide.selection import (
+    OBJECTIVES,
+    Candidate,
+    Selection,
+    choose_winner,
+    format_table,
+    objective_for,
+    rule_text,
+)
 from kgbench.decide.verdict import verdict_line
 from kgbench.track.runtime_id import this_machine
 from kgbench.track.schema import (
@@ -162,6 +170,7 @@ def _select(client: MlflowClient, args: argparse.Namespace, settings: Settings) 
         sweep=sweep_id,
     )
     cands = runlib.candidates(chosen.runs)
+    args.objective = args.objective or objective_for(cands)  # turns/s for review, interactive or mixed traffic
     if args.objective == "goodput" and args.slo_ms is not None:
         cands = runlib.goodput_at(client, chosen.runs, cands, args.slo_ms)
     selection = choose_winner(
@@ -340,8 +349,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--experiment", help=runlib.EXPERIMENT_HELP)
     p.add_argument("--run", help="promote this run (the rule still applies)")
     p.add_argument("--slo-p99-ms", type=float, default=None, help="only runs with p99 <= this many ms")
-    p.add_argument("--objective", choices=OBJECTIVES, default="req_per_s",
-                   help="what the winner maximises: req/s, or goodput (req/s within --slo-ms)")  # fmt: skip
+    p.add_argument("--objective", choices=OBJECTIVES, default=None,
+                   help="what the winner maximises: req/s, goodput (req/s within --slo-ms) or turns/s (analysed "
+                        "turns; the default when a run's load.traffic is review, interactive or mixed; else "
+                        "req/s)")  # fmt: skip
     p.add_argument("--slo-ms", type=float, default=None,
                    help="goodput's latency objective in ms (default: each run's load.slo_ms)")  # fmt: skip
     p.add_argument("--allow-simulated", action="store_true", help="allow a simulated run to win (labelled)")

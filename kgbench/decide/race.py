@@ -181,6 +181,8 @@ def fold_replicates(cands: Sequence[Candidate]) -> list[Candidate]:
             continue
         basis = good if len(good) >= MIN_REPLICATES else [c, *good]
         interval: Interval = mean_interval([r.req_per_s for r in basis if r.req_per_s is not None])
+        turns = [r.turns_per_s for r in basis if r.turns_per_s is not None and math.isfinite(r.turns_per_s)]
+        turn_interval = mean_interval(turns) if turns else None
         p99s = [r.p99_ms for r in basis if r.p99_ms is not None and math.isfinite(r.p99_ms)]
         out.append(
             dataclasses.replace(
@@ -188,6 +190,9 @@ def fold_replicates(cands: Sequence[Candidate]) -> list[Candidate]:
                 req_per_s=interval.mean,
                 req_per_s_low=interval.low,
                 req_per_s_high=interval.high,
+                turns_per_s=turn_interval.mean if turn_interval else c.turns_per_s,
+                turns_per_s_low=turn_interval.low if turn_interval else c.turns_per_s_low,
+                turns_per_s_high=turn_interval.high if turn_interval else c.turns_per_s_high,
                 p99_ms=sum(p99s) / len(p99s) if p99s else c.p99_ms,
                 replicates=len(good),
             )

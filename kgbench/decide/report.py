@@ -40,6 +40,9 @@ METRIC_COLUMNS = (
     "req_per_s",
     "req_per_s_ci_low",
     "req_per_s_ci_high",
+    "turns_per_s",
+    "turn_p50_ms",
+    "nn_rows_per_visit",
     "goodput_per_s",
     "slo_ms",
     "knee_concurrency",
@@ -75,13 +78,15 @@ def _selections(runs: list[Run]) -> list[Selection]:
 
 
 def build_table(runs: list[Run], selection: Selection | None = None) -> pd.DataFrame:
-    """One row per run, best req/s first; the swept keys as columns; `winner` marks the promote rule's
-    choice (simulated runs allowed, no SLO), one per network when the runs ran several."""
+    """One row per run, best first by the rule's objective (turns/s for traffic that counts turns, else req/s); the
+    swept keys as columns; `winner` marks the promote rule's choice (simulated runs allowed, no SLO), one per network
+    when the runs ran several."""
     keys = [k for k in runlib.swept_keys(runs) if k != "backend"]
     selections = [selection] if selection is not None else _selections(runs)
     winners = {s.winner.run_id for s in selections if s.winner}
     verdicts = {v.candidate.run_id: v.reason for s in selections for v in s.verdicts}
     several = len({net_of(run) for run in runs}) > 1
+    by_turns = any(s.objective == "turns_per_s" for s in selections)  # the runs' traffic counts turns
     rows = []
     for run in runs:
         tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
@@ -114,8 +119,9 @@ def build_table(runs: list[Run], selection: Selection | None = None) -> pd.DataF
             table[column] = pd.to_numeric(table[column], errors="coerce")
     optional = (*EFFICIENCY_COLUMNS, *ENGINE_COLUMNS, "trt_cache", "build_group")
     table = table.drop(columns=[c for c in optional if c in table.columns and table[c].isna().all()])
-    if not table.empty:
-        table = table.sort_values(["req_per_s", "visits_per_s"], ascending=False, na_position="last", kind="stable")
+    if not table.empty:  # best first by the rule's objective (turns/s for review, interactive or mixed traffic)
+        first = "turns_per_s" if by_turns and "turns_per_s" in table else "req_per_s"
+        table = table.sort_values([first, "visits_per_s"], ascending=False, na_position="last", kind="stable")
     return table.reset_index(drop=True)
 
 
@@ -187,7 +193,8 @@ def _summary(
         within = f" of net `{row['net']}`" if several else ""
         lines.append(
             f"- winner under the rule (no SLO){within}: `{run_id}` backend **{row['backend']}** {row['label']} "
-            f"- {_cell(row['req_per_s'])} req/s, p99 {_cell(row['p99_ms'])} ms "
+            f"- {_cell(row['req_per_s'])} req/s, {_cell(row.get('turns_per_s'))} turns/s, "
+            f"p99 {_cell(row['p99_ms'])} ms "
             f"(`python -m kgbench.promote --sweep {sweep_id}`{' --run ' + str(run_id) if several else ''})"
         )
     if winner and decision and not several:

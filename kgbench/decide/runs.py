@@ -201,6 +201,10 @@ def job_candidates(runs: Sequence[Run]) -> list[Candidate]:
                 goodput_high=_metric(run, "goodput_ci_high"),
                 slo_ms=_metric(run, "slo_ms"),
                 replicate_of=tags.get(RACE_OF, ""),
+                turns_per_s=_metric(run, "turns_per_s"),
+                turns_per_s_low=_metric(run, "turns_per_s_ci_low"),
+                turns_per_s_high=_metric(run, "turns_per_s_ci_high"),
+                traffic=run.data.params.get("load.traffic", "distinct"),
             )
         )
     return out

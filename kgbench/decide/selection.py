@@ -8,7 +8,8 @@ Rule: among the runs that
   - have a p99 within the SLO when one is given (`--slo-p99-ms`),
   - are not simulated, unless simulated runs are allowed (`--allow-simulated`),
   - did not run a synthetic net (random weights), unless allowed (`--allow-synthetic`: a throughput test),
-the objective (req/s, or goodput: req/s finished within a latency objective) decides, noise-aware
+the objective (req/s; goodput: req/s finished within a latency objective; or analysed turns/s, the objective of
+traffic whose requests are not one turn each, load.traffic review, interactive or mixed) decides, noise-aware
 (kgbench.decide.ties): runs whose 95% intervals overlap the best run's are tied; among them p99 decides only
 beyond its own noise (the leader's more than 25% above another's), else the higher value stands.
 """
@@ -24,10 +25,11 @@ from kgbench.decide.ties import P99_MARGIN, Decision, Scored, decide, tie_rule
 from kgbench.load.interval import Interval
 
 __all__ = ["OBJECTIVES", "RULE", "Candidate", "Objective", "Selection", "Verdict", "choose_winner", "format_table",
-           "rule_text"]  # fmt: skip
+           "objective_for", "rule_text"]  # fmt: skip
 
-Objective = Literal["req_per_s", "goodput"]
-OBJECTIVES: tuple[Objective, ...] = ("req_per_s", "goodput")
+Objective = Literal["req_per_s", "goodput", "turns_per_s"]
+OBJECTIVES: tuple[Objective, ...] = ("req_per_s", "goodput", "turns_per_s")
+_UNITS = {"req_per_s": "req/s", "goodput": "goodput", "turns_per_s": "turns/s"}
 _ELIGIBLE = (
     "FINISHED runs with 0 errors and 0 timeouts, not flagged unstable, invalid or contended, p99 within the SLO when "
     "given, simulated runs only with --allow-simulated, synthetic nets only with --allow-synthetic"
@@ -36,7 +38,7 @@ _ELIGIBLE = (
 
 def rule_text(objective: Objective = "req_per_s", slo_ms: float | None = None) -> str:
     """The whole rule in one line, as printed with every decision."""
-    metric = "req/s" if objective == "req_per_s" else "goodput" + (f" (req/s within {slo_ms:g} ms)" if slo_ms else "")
+    metric = _UNITS[objective] + (f" (req/s within {slo_ms:g} ms)" if objective == "goodput" and slo_ms else "")
     return f"among {_ELIGIBLE}: {tie_rule(metric)}"
 
 
@@ -72,15 +74,19 @@ class Candidate:
     goodput_high: float | None = None
     slo_ms: float | None = None  # the latency objective goodput was counted against
     replicate_of: str = ""  # a race's replicate: the run whose config it re-measured (kgbench.decide.race)
-    replicates: int = 0  # race replicates its req/s interval comes from
+    replicates: int = 0  # race replicates its req/s (and turns/s) interval comes from
+    turns_per_s: float | None = None  # analysed turns/s (distinct traffic: one a request) with its interval
+    turns_per_s_low: float | None = None
+    turns_per_s_high: float | None = None
+    traffic: str = "distinct"  # load.traffic of the run
 
     def objective(self, objective: Objective) -> Interval | None:
         """The objective's value with its interval (a point when no interval was logged); None if absent."""
-        mean, low, high = (
-            (self.req_per_s, self.req_per_s_low, self.req_per_s_high)
-            if objective == "req_per_s"
-            else (self.goodput_per_s, self.goodput_low, self.goodput_high)
-        )
+        mean, low, high = {
+            "req_per_s": (self.req_per_s, self.req_per_s_low, self.req_per_s_high),
+            "goodput": (self.goodput_per_s, self.goodput_low, self.goodput_high),
+            "turns_per_s": (self.turns_per_s, self.turns_per_s_low, self.turns_per_s_high),
+        }[objective]
         if mean is None or not math.isfinite(mean):
             return None
         if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
@@ -138,6 +144,8 @@ def _reason(
         return "no req_per_s"
     if objective == "goodput" and not _finite(c.goodput_per_s):
         return "no goodput_per_s"
+    if objective == "turns_per_s" and not _finite(c.turns_per_s):
+        return "no turns_per_s"
     if c.errors is None:
         return "no errors metric"
     if c.errors > 0:
@@ -169,7 +177,7 @@ def _scored(c: Candidate, objective: Objective) -> Scored:
     interval = c.objective(objective)
     assert interval is not None  # eligible candidates have the objective
     p99 = c.p99_ms if c.p99_ms is not None and _finite(c.p99_ms) else math.inf
-    return Scored(c.run_id, interval, p99, c.replicates if objective == "req_per_s" else 0)
+    return Scored(c.run_id, interval, p99, c.replicates if objective != "goodput" else 0)
 
 
 def choose_winner(
@@ -187,10 +195,15 @@ def choose_winner(
         Verdict(c, _reason(c, slo_p99_ms, allow_simulated, objective, allow_synthetic)) for c in candidates
     )
     eligible = {v.candidate.run_id: v.candidate for v in verdicts if v.reason is None}
-    metric = "req/s" if objective == "req_per_s" else "goodput"
-    decision = decide([_scored(c, objective) for c in eligible.values()], metric)
+    decision = decide([_scored(c, objective) for c in eligible.values()], _UNITS[objective])
     winner = eligible[decision.winner] if decision else None
     return Selection(winner=winner, verdicts=verdicts, decision=decision, objective=objective)
+
+
+def objective_for(candidates: Iterable[Candidate]) -> Objective:
+    """The default objective of these runs: analysed turns/s when some run's requests are not one turn each (its
+    load.traffic is review, interactive or mixed: a review's request is a whole game), else req/s."""
+    return "turns_per_s" if any(c.traffic != "distinct" for c in candidates) else "req_per_s"
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
@@ -212,12 +225,14 @@ def _tied_verdict(run_id: str, tied: set[str], passed: set[str]) -> str:
 
 def format_table(selection: Selection) -> str:
     """A plain-text table of the candidates, best first, marking the winner and the reasons."""
-    rows = sorted(
-        selection.verdicts,
-        key=lambda v: (v.reason is not None, -(v.candidate.req_per_s or -math.inf), v.candidate.run_id),
-    )
-    header = ["", "run", "backend", "req/s", "95% interval", "goodput", "p50 ms", "p99 ms", "errors", "sim", "config",
-              "verdict"]  # fmt: skip
+
+    def value(c: Candidate) -> float:
+        interval = c.objective(selection.objective)
+        return interval.mean if interval is not None else -math.inf
+
+    rows = sorted(selection.verdicts, key=lambda v: (v.reason is not None, -value(v.candidate), v.candidate.run_id))
+    header = ["", "run", "backend", "req/s", "95% interval", "turns/s", "goodput", "p50 ms", "p99 ms", "errors", "sim",
+              "config", "verdict"]  # fmt: skip
     tied = set(selection.decision.tied) if selection.decision else set()
     passed = set(selection.decision.passed_for_tail) if selection.decision else set()
     body: list[list[str]] = []
@@ -231,6 +246,7 @@ def format_table(selection: Selection) -> str:
                 c.backend,
                 _fmt(c.req_per_s, 2),
                 _interval(c),
+                _fmt(c.turns_per_s, 2),
                 _fmt(c.goodput_per_s, 2),
                 _fmt(c.p50_ms),
                 _fmt(c.p99_ms),

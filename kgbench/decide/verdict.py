@@ -23,6 +23,8 @@ _SHOWN_TIED = 2  # tied runs named in full; the rest are counted
 def _value(c: Candidate, selection: Selection) -> tuple[float | None, float | None, float | None, str]:
     if selection.objective == "goodput":
         return c.goodput_per_s, c.goodput_low, c.goodput_high, "goodput/s"
+    if selection.objective == "turns_per_s":
+        return c.turns_per_s, c.turns_per_s_low, c.turns_per_s_high, "turns/s"
     return c.req_per_s, c.req_per_s_low, c.req_per_s_high, "req/s"
 
 
@@ -68,7 +70,7 @@ def over_text(selection: Selection) -> str:
 
 
 def _metric(selection: Selection) -> str:
-    return "goodput" if selection.objective == "goodput" else "req/s"
+    return {"goodput": "goodput", "turns_per_s": "turns/s"}.get(selection.objective, "req/s")
 
 
 def verdict_line(selection: Selection, verb: str = "promoted") -> str:

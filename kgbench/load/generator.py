@@ -16,6 +16,7 @@ from typing import Any, Literal
 import aiohttp
 import psutil
 
+from kgbench.load.kinds import Client, Traffic
 from kgbench.load.ladder import next_level, planned_levels
 from kgbench.load.latency import (
     merge_repeats,
@@ -28,6 +29,7 @@ from kgbench.load.latency import (
 from kgbench.load.responses import Outcome
 from kgbench.load.senders import DirectSender, HttpSender, Sender
 from kgbench.load.traffic import QuerySource
+from kgbench.load.turnfigures import TurnEvent, merge_turn_figures, turn_figures
 from kgbench.load.types import (
     DirectTarget,
     HttpTarget,
@@ -56,6 +58,7 @@ __all__ = [
     "QuerySource",
     "RequestRecord",
     "Target",
+    "Traffic",
     "run_direct",
     "run_load",
 ]
@@ -72,9 +75,11 @@ class _Level:
         self.repeat = repeat
         self.load = load
         self.concurrency = concurrency
-        self.raw: list[tuple[float, float, Outcome, str]] = []  # (send_s, done_s, outcome, position)
+        self.raw: list[tuple[float, float, Outcome, str, str]] = []  # (send_s, done_s, outcome, position, kind)
         self.measure_start: float | None = None  # run-relative seconds
         self.window_ok: list[int] = []
+        self.turns: list[TurnEvent] = []  # every analysed turn answered, as its final line arrived
+        self.window_turns: list[int] = []
         self.errors = 0
         self.lags: list[float] = []
         self.inflight = 0
@@ -82,9 +87,26 @@ class _Level:
     def now(self) -> float:
         return time.monotonic() - self.t0
 
-    def done(self, send_s: float, outcome: Outcome, position: str) -> None:
+    def turn_done(self, visits: int, kind: str) -> None:
         done_s = self.now()
-        self.raw.append((send_s, done_s, outcome, position))
+        self.turns.append(TurnEvent(done_s, visits, kind))
+        if self.measure_start is not None and done_s >= self.measure_start:
+            w = int((done_s - self.measure_start) / self.load.window_s)
+            while len(self.window_turns) <= w:
+                self.window_turns.append(0)
+            self.window_turns[w] += 1
+
+    def completed(self) -> int:
+        """What the warmup waits for: answered turns when the traffic counts turns, else requests."""
+        return len(self.turns) if self.load.counts_turns else len(self.raw)
+
+    def window_count(self, w: int) -> int:
+        counts = self.window_turns if self.load.counts_turns else self.window_ok
+        return counts[w] if w < len(counts) else 0
+
+    def done(self, send_s: float, outcome: Outcome, position: str, kind: str = "distinct") -> None:
+        done_s = self.now()
+        self.raw.append((send_s, done_s, outcome, position, kind))
         if self.measure_start is not None and done_s >= self.measure_start:
             w = int((done_s - self.measure_start) / self.load.window_s)
             if outcome.error is None:
@@ -97,7 +119,7 @@ class _Level:
     def records(self, windows: int) -> list[RequestRecord]:
         out = []
         ms = self.measure_start if self.measure_start is not None else float("inf")
-        for send_s, done_s, o, pos in self.raw:
+        for send_s, done_s, o, pos, kind in self.raw:
             w = int((done_s - ms) / self.load.window_s) if done_s >= ms else -1
             phase: Literal["warmup", "measure", "drain"] = (
                 "warmup" if w < 0 else ("measure" if w < windows else "drain")
@@ -115,38 +137,43 @@ class _Level:
                     error=o.error,
                     position=pos,
                     repeat=self.repeat,
+                    turns=o.turns,
+                    kind=kind,
+                    partials=o.partials,
                 )
             )
         return out
 
 
-async def _issue(sender: Sender, queries: QuerySource, level: _Level, counter: list[int], send_s: float) -> None:
+async def _issue(sender: Sender, client: Client, level: _Level, counter: list[int], send_s: float) -> None:
     """Send one request. The caller has already counted it in ``level.inflight``: counted at dispatch, the open
     loop's cap holds even when it creates several tasks (running late) before any of them first runs."""
-    key, body = queries.next()
+    key, body = client.next()
     body.update(level.load.query_fields)
     body["maxVisits"] = level.load.max_visits
     counter[0] += 1
+    kind = client.kind
     try:
-        outcome = await sender.send(f"kgb{counter[0]}", body)
+        outcome = await sender.send(f"kgb{counter[0]}", body, lambda visits: level.turn_done(visits, kind))
     except Exception as exc:  # a sender bug must not silently kill a closed-loop worker
         outcome = Outcome(0, 0, None, "client_exception:" + type(exc).__name__)
     finally:
         level.inflight -= 1
-    level.done(send_s, outcome, key)
+    level.done(send_s, outcome, key, kind)
 
 
 async def _closed_worker(
-    sender: Sender, queries: QuerySource, level: _Level, counter: list[int], stop: asyncio.Event
+    sender: Sender, client: Client, level: _Level, counter: list[int], stop: asyncio.Event
 ) -> None:
+    """One client: its next request once the previous one is answered (an interactive player: one in flight)."""
     while not stop.is_set():
         level.inflight += 1
-        await _issue(sender, queries, level, counter, level.now())
+        await _issue(sender, client, level, counter, level.now())
 
 
 async def _open_arrivals(
     sender: Sender,
-    queries: QuerySource,
+    queries: Client,
     level: _Level,
     counter: list[int],
     stop: asyncio.Event,
@@ -163,7 +190,7 @@ async def _open_arrivals(
             break
         if level.inflight >= level.concurrency:
             key, _ = queries.next()
-            level.done(intended, Outcome(0, 0, None, "overload"), key)
+            level.done(intended, Outcome(0, 0, None, "overload"), key, queries.kind)
             continue
         level.inflight += 1
         task = asyncio.create_task(_issue(sender, queries, level, counter, intended))
@@ -183,33 +210,37 @@ async def _lag_probe(level: _Level, stop: asyncio.Event) -> None:
 async def _run_level(
     sender: Sender,
     load: LoadSettings,
-    queries: QuerySource,
+    queries: Traffic,
     concurrency: int,
     index: int,
     t0: float,
     counter: list[int],
     progress: Progress | None,
     repeat: int = 0,
-) -> tuple[LevelSummary, list[RequestRecord], SelfWatch]:
+) -> tuple[LevelSummary, list[RequestRecord], SelfWatch, list[TurnEvent]]:
     level = _Level(t0, load, concurrency, repeat)
     stop = asyncio.Event()
     tasks: set[asyncio.Task[None]] = set()
     if load.mode == "closed":
-        for _ in range(concurrency):
-            tasks.add(asyncio.create_task(_closed_worker(sender, queries, level, counter, stop)))
+        for i in range(concurrency):
+            client = queries.client(i, concurrency)
+            tasks.add(asyncio.create_task(_closed_worker(sender, client, level, counter, stop)))
     else:
-        tasks.add(asyncio.create_task(_open_arrivals(sender, queries, level, counter, stop, tasks)))
+        client = queries.client(0, 1)
+        tasks.add(asyncio.create_task(_open_arrivals(sender, client, level, counter, stop, tasks)))
     probe = asyncio.create_task(_lag_probe(level, stop))
 
     def report(phase: Any, window: int, rate: float) -> None:
         if progress is not None:
-            progress(ProgressUpdate(concurrency, index, planned_levels(load), phase, window, rate, level.errors))
+            unit = "turns/s" if load.counts_turns else "req/s"
+            progress(ProgressUpdate(concurrency, index, planned_levels(load), phase, window, rate, level.errors, unit))
 
     level_start = level.now()
-    # warmup: warmup_s, and at least until one round of requests (min(concurrency, 8)) came back
+    # warmup: warmup_s, and at least until one round of requests (min(concurrency, 8)) came back (traffic counting
+    # turns: that many turns)
     first_round = min(concurrency, 8)
     while (elapsed := level.now() - level_start) < load.warmup_s or (
-        len(level.raw) < first_round and elapsed < load.warmup_s + load.request_timeout_s
+        level.completed() < first_round and elapsed < load.warmup_s + load.request_timeout_s
     ):
         await asyncio.sleep(min(0.5, max(0.05, load.warmup_s - elapsed)))
         done = sum(1 for r in level.raw if r[2].error is None)
@@ -223,10 +254,10 @@ async def _run_level(
         while (left := end - level.now()) > 0:
             await asyncio.sleep(min(0.5, left))
             w = len(rates)
-            partial = level.window_ok[w] if w < len(level.window_ok) else 0
+            partial = level.window_count(w)
             report("measure", w, partial / max(1e-9, load.window_s - max(0.0, end - level.now())))
         w = len(rates)
-        rates.append((level.window_ok[w] if w < len(level.window_ok) else 0) / load.window_s)
+        rates.append(level.window_count(w) / load.window_s)
         report("measure", w, rates[-1])
         if len(rates) >= load.min_windows and windows_agree(rates, load.min_windows, load.tolerance):
             stable = True
@@ -236,18 +267,20 @@ async def _run_level(
     report("drain", -1, rates[-1] if rates else 0.0)
     await _drain(tasks, probe)
     records = level.records(len(rates))
+    request_rates = [(level.window_ok[w] if w < len(level.window_ok) else 0) / load.window_s for w in range(len(rates))]
     summary = summarise_level(
         records,
         concurrency=concurrency,
         offered_rate=load.rate if load.mode == "open" else None,
         duration_s=len(rates) * load.window_s,
-        window_req_per_s=rates,
+        window_req_per_s=request_rates,
         stable=stable,
         slo_ms=load.slo_ms,
         measure_start_s=level.measure_start,
     )
-    report("done", -1, summary.req_per_s)
-    return summary, records, watch
+    summary = turn_figures(summary, records, level.turns, level.window_turns, load.counts_turns)
+    report("done", -1, summary.rate(load.counts_turns)[0])
+    return summary, records, watch, level.turns
 
 
 async def _drain(tasks: set[asyncio.Task[None]], probe: asyncio.Task[None]) -> None:
@@ -270,7 +303,7 @@ async def run_levels(
     sender: Sender,
     transport: Any,
     load: LoadSettings,
-    queries: QuerySource,
+    queries: Traffic,
     progress: Progress | None,
     on_level: LevelHook | None = None,
 ) -> LoadResult:
@@ -281,18 +314,21 @@ async def run_levels(
     levels: list[LevelSummary] = []
     records: list[RequestRecord] = []
     watches: list[SelfWatch] = []
+    turns: list[TurnEvent] = []
     sent_before, repeats_before = queries.sent, queries.repeats
     stop_reason: str | None = None
     while (step := next_level(load, levels)).concurrency is not None:
         summaries, level_records = [], []
         for repeat in range(load.repeats):
-            summary, recs, watch = await _run_level(
+            summary, recs, watch, answered = await _run_level(
                 sender, load, queries, step.concurrency, len(levels), t0, counter, progress, repeat
             )
             summaries.append(summary)
             level_records.extend(recs)
             watches.append(watch)
-        levels.append(merge_repeats(summaries, level_records))
+            turns.extend(answered)
+        level = merge_repeats(summaries, level_records)
+        levels.append(merge_turn_figures(level, summaries, level_records) if len(summaries) > 1 else level)
         records.extend(level_records)
         if on_level is not None and on_level(levels[-1]):
             stop_reason = f"stopped after concurrency {step.concurrency} by the sweep (pruned)"
@@ -314,13 +350,16 @@ async def run_levels(
         selfwatch=merged,
         stop_reason=stop_reason,
         started_at=t0,
+        traffic=queries.kind,
+        turns_total=len(turns),
+        visits_total=sum(t.visits for t in turns),
     )
 
 
 async def run_load(
     target: Target,
     load: LoadSettings,
-    queries: QuerySource,
+    queries: Traffic,
     progress: Progress | None = None,
     on_level: LevelHook | None = None,
 ) -> LoadResult:
@@ -342,7 +381,7 @@ async def run_load(
 async def run_direct(
     pool: EngineClient,
     load: LoadSettings,
-    queries: QuerySource,
+    queries: Traffic,
     progress: Progress | None = None,
     on_level: LevelHook | None = None,
 ) -> LoadResult:
@@ -351,8 +390,6 @@ async def run_direct(
     return await run_levels(sender, "direct", load, queries, progress, on_level)
 
 
-def run_load_sync(
-    target: Target, load: LoadSettings, queries: QuerySource, progress: Progress | None = None
-) -> LoadResult:
+def run_load_sync(target: Target, load: LoadSettings, queries: Traffic, progress: Progress | None = None) -> LoadResult:
     """Blocking wrapper (``asyncio.run``) for callers outside an event loop."""
     return asyncio.run(run_load(target, load, queries, progress))

@@ -32,10 +32,9 @@ class Step:
     reason: str | None = None
 
 
-def _interval(level: LevelSummary) -> tuple[float, float]:
-    low = level.req_per_s_low if math.isfinite(level.req_per_s_low) else level.req_per_s
-    high = level.req_per_s_high if math.isfinite(level.req_per_s_high) else level.req_per_s
-    return low, high
+def _interval(level: LevelSummary, turns: bool = False) -> tuple[float, float]:
+    value, low, high = level.rate(turns)
+    return (low if math.isfinite(low) else value), (high if math.isfinite(high) else value)
 
 
 def next_level(load: LoadSettings, done: Sequence[LevelSummary]) -> Step:
@@ -50,21 +49,23 @@ def next_level(load: LoadSettings, done: Sequence[LevelSummary]) -> Step:
     if not done:
         return Step(load.concurrency[0])
     last = done[-1]
-    if last.req_per_s <= 0:
+    turns = load.counts_turns  # a review's level saturates in analysed turns/s (its requests are whole games)
+    unit = "turns/s" if turns else "req/s"
+    if last.rate(turns)[0] <= 0:
         return Step(None, f"no request succeeded at concurrency {last.concurrency}")
     if load.max_p99_ms is not None and last.p99_ms > load.max_p99_ms:
         return Step(
             None, f"p99 {last.p99_ms:.0f} ms > max_p99_ms {load.max_p99_ms:g} at concurrency {last.concurrency}"
         )
     if len(done) > 1:
-        best = max(done[:-1], key=lambda lv: lv.req_per_s)
-        low, _ = _interval(last)
-        _, best_high = _interval(best)
-        if last.req_per_s <= best.req_per_s or low <= best_high:
+        best = max(done[:-1], key=lambda lv: lv.rate(turns)[0])
+        low, _ = _interval(last, turns)
+        _, best_high = _interval(best, turns)
+        if last.rate(turns)[0] <= best.rate(turns)[0] or low <= best_high:
             return Step(
                 None,
-                f"saturated: {last.req_per_s:.3g} req/s at concurrency {last.concurrency} is within noise of "
-                f"{best.req_per_s:.3g} at {best.concurrency}",
+                f"saturated: {last.rate(turns)[0]:.3g} {unit} at concurrency {last.concurrency} is within noise of "
+                f"{best.rate(turns)[0]:.3g} at {best.concurrency}",
             )
     if last.concurrency >= load.max_concurrency:
         return Step(None, f"max_concurrency {load.max_concurrency} reached")

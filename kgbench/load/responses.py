@@ -13,8 +13,10 @@ _DECODER = json.JSONDecoder()
 class Outcome:
     status: int
     nbytes: int
-    visits: int | None
+    visits: int | None  # the final visits, summed over the turns answered
     error: str | None
+    turns: int = 0  # analysed turns answered (final lines), also of a request that failed later
+    partials: int = 0  # partial lines (reportDuringSearchEvery)
 
 
 def error_kind_for_status(status: int) -> str | None:

@@ -13,6 +13,7 @@ position until the sweep has sent every one.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import json
 import random
@@ -162,13 +163,10 @@ class QuerySource:
         self.komi_offsets = tuple(float(k) for k in komi_offsets)
         self.symmetries = symmetries
         self.seed = seed
-        self._positions = [
-            Position(g, p, s, k)
-            for g, game in enumerate(self.games)
-            for p in range(game.prefixes)
-            for s in range(symmetries)
-            for k in range(len(self.komi_offsets))
-        ]
+        # position i is (game, prefix, symmetry, komi) in that nesting order, worked out from i (kgbench's game
+        # library has ~10^6 of them: no list of them is kept)
+        self._variants = symmetries * len(self.komi_offsets)
+        self._starts = list(itertools.accumulate((g.prefixes for g in self.games), initial=0))
         self._full: dict[tuple[int, int], dict[str, Any]] = {}
         self._offsets = offsets if offsets is not None else itertools.count()
         self._rng = random.Random(seed)
@@ -181,10 +179,23 @@ class QuerySource:
     def from_dirs(cls, dirs: Sequence[Path | str] | None = None, **kwargs: Any) -> QuerySource:
         return cls(load_games([Path(d) for d in dirs] if dirs is not None else None), **kwargs)
 
+    kind = "distinct"  # the traffic kind (kgbench.load.kinds)
+
     @property
     def size(self) -> int:
         """Number of distinct positions."""
-        return len(self._positions)
+        return self._starts[-1] * self._variants
+
+    def position(self, index: int) -> Position:
+        """The position at ``index`` of the enumeration (game, prefix, symmetry, komi)."""
+        prefix_index, variant = divmod(index, self._variants)
+        game = bisect.bisect_right(self._starts, prefix_index) - 1
+        symmetry, komi_index = divmod(variant, len(self.komi_offsets))
+        return Position(game, prefix_index - self._starts[game], symmetry, komi_index)
+
+    def client(self, index: int, concurrency: int) -> QuerySource:
+        """Every closed-loop worker draws from the one stream (kgbench.load.kinds.Traffic)."""
+        return self
 
     def key(self, pos: Position) -> str:
         return f"{self.games[pos.game].name}:{pos.prefix}:s{pos.symmetry}:k{self.komi_offsets[pos.komi_index]:+g}"
@@ -207,18 +218,18 @@ class QuerySource:
         if number < self._pass:
             self._rng, self._pass = random.Random(self.seed), -1
         while self._pass < number:
-            self._order = list(range(len(self._positions)))
+            self._order = list(range(self.size))
             self._rng.shuffle(self._order)
             self._pass += 1
         return self._order
 
     def next(self) -> tuple[str, dict[str, Any]]:
-        number, at = divmod(next(self._offsets), len(self._positions))
+        number, at = divmod(next(self._offsets), self.size)
         index = self._shuffled(number)[-1 - at]  # from the end of each shuffle: the order of earlier versions
         self.sent += 1
         if number > 0:
             self.repeats += 1
-        pos = self._positions[index]
+        pos = self.position(index)
         return self.key(pos), self.query(pos)
 
     def repeat_rate(self) -> float:

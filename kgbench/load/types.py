@@ -36,6 +36,18 @@ Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
   first comparison is a fair one; see docs/sweeps.md).
 - ``query_fields`` [{}]: fields set in every query on top of the position, e.g. ``{includePolicy: true,
   includeOwnership: true}`` (load=policy); ``id`` and ``maxVisits`` are the generator's own.
+- ``traffic`` [distinct]: what a request is (kgbench.load.kinds): ``distinct`` one position nobody sent before,
+  ``review`` one whole game with ``analyzeTurns`` over every turn, ``interactive`` a player stepping through a game
+  a move at a time (one query in flight per worker, ``reportDuringSearchEvery``), ``mixed`` the workers shared out
+  by ``mix``. Every kind is measured in analysed turns/s beside requests/s; ``distinct`` decides its windows by
+  requests (one turn each), the others by turns (a review's request is a whole game).
+- ``games`` [null]: what the traffic is built from: ``samples`` (the five sample queries: assets/analysis/inputs and
+  the reference samples), ``selfplay`` (the real games of assets/analysis/games), null: ``samples`` for
+  ``distinct`` (its positions as before), ``selfplay`` for the rest.
+- ``mix`` [{review: 0.2, interactive: 0.6, distinct: 0.2}]: ``traffic: mixed``: each level's workers shared out
+  in this ratio (largest remainders); stated, not measured (docs/traffic.md).
+- ``report_every_s`` [0.5]: ``interactive``: the ``reportDuringSearchEvery`` of its queries (null: none, a client
+  that sends one position at a time and waits for its answer: DodaGames' baseline against whole-game requests).
 """
 
 from __future__ import annotations
@@ -50,6 +62,8 @@ from typing import Any, Literal
 import pandas as pd
 
 Mode = Literal["closed", "open"]
+TrafficKind = Literal["distinct", "review", "interactive", "mixed"]
+GameSet = Literal["samples", "selfplay"]
 Ladder = Literal["fixed", "auto"]
 Order = Literal["given", "descending"]
 
@@ -64,6 +78,7 @@ ERROR_KINDS = (
     "server_error",  # other 5xx
     "engine_error",  # 200 but the engine answered with an error line
     "bad_response",  # 200 but no parsable final analysis
+    "missing_turns",  # 200 but some turn asked for had no final line, or one twice (kgbench.load.turns)
     "client_exception",  # the load generator itself raised (recorded as "client_exception:<ExceptionType>")
 )
 
@@ -92,6 +107,10 @@ class LoadSettings:
     max_p99_ms: float | None = None
     order: Order = "given"
     query_fields: Mapping[str, Any] = field(default_factory=dict)
+    traffic: TrafficKind = "distinct"
+    games: GameSet | None = None
+    mix: Mapping[str, float] = field(default_factory=lambda: {"review": 0.2, "interactive": 0.6, "distinct": 0.2})
+    report_every_s: float | None = 0.5
 
     def __post_init__(self) -> None:
         if not self.concurrency or any(int(c) < 1 for c in self.concurrency):
@@ -127,6 +146,36 @@ class LoadSettings:
             )
         if self.max_p99_ms is not None and not self.max_p99_ms > 0:
             raise ValueError(f"load.max_p99_ms must be > 0 or null, got {self.max_p99_ms!r}")
+        self._check_traffic()
+
+    def _check_traffic(self) -> None:
+        kinds = ("distinct", "review", "interactive", "mixed")
+        if self.traffic not in kinds:
+            raise ValueError(f"load.traffic must be one of {', '.join(kinds)}, got {self.traffic!r}")
+        if self.games not in (None, "samples", "selfplay"):
+            raise ValueError(f"load.games must be samples, selfplay or null, got {self.games!r}")
+        if self.traffic in ("interactive", "mixed") and self.mode != "closed":
+            raise ValueError(f"load.traffic={self.traffic} needs load.mode=closed (a player has one query in flight)")
+        if self.traffic == "mixed":
+            bad = sorted(set(self.mix) - {"distinct", "review", "interactive"})
+            if bad or not self.mix or any(not v >= 0 for v in self.mix.values()) or not sum(self.mix.values()) > 0:
+                raise ValueError(
+                    f"load.mix gives shares >= 0 (some > 0) to distinct, review, interactive, got {dict(self.mix)}"
+                )
+        if self.report_every_s is not None and not 0.1 <= self.report_every_s <= 1e6:  # KataGo's own bounds
+            raise ValueError(f"load.report_every_s must be 0.1 .. 1e6 seconds or null, got {self.report_every_s!r}")
+        if "analyzeTurns" in self.query_fields:
+            raise ValueError("load.query_fields must not set analyzeTurns: load.traffic=review analyses every turn")
+
+    @property
+    def game_set(self) -> GameSet:
+        """The games the traffic is built from (``games``, or by kind when null)."""
+        return self.games or ("samples" if self.traffic == "distinct" else "selfplay")
+
+    @property
+    def counts_turns(self) -> bool:
+        """Whether windows, warmup and the headline interval count analysed turns (else requests)."""
+        return self.traffic != "distinct"
 
     @property
     def highest_level(self) -> int:
@@ -146,6 +195,8 @@ class LoadSettings:
             kwargs["concurrency"] = (int(conc),) if isinstance(conc, int) else tuple(int(c) for c in conc)
         if "query_fields" in kwargs:
             kwargs["query_fields"] = dict(kwargs["query_fields"] or {})
+        if "mix" in kwargs:
+            kwargs["mix"] = {str(k): float(v) for k, v in dict(kwargs["mix"] or {}).items()}
         return cls(**kwargs)
 
     def as_params(self) -> dict[str, str]:
@@ -190,8 +241,11 @@ class RequestRecord:
     bytes: int  # response body bytes
     visits: int | None  # rootInfo.visits of the final analysis
     error: str | None  # one of ERROR_KINDS, None = success
-    position: str  # traffic key of the position (see kgbench.load.traffic)
+    position: str  # traffic key of the position or game (see kgbench.load.traffic, kgbench.load.kinds)
     repeat: int = 0  # which repeat of the level (load.repeats)
+    turns: int = 0  # analysed turns answered (a review: up to its game's; also of a request that failed later)
+    kind: str = "distinct"  # the traffic kind of the worker that sent it (load.traffic; mixed: per worker)
+    partials: int = 0  # partial lines received (reportDuringSearchEvery)
 
 
 @dataclass(frozen=True)
@@ -226,6 +280,23 @@ class LevelSummary:
     repeats: int = 1
     # run-relative (start, end) seconds of each repeat's measurement windows: what the machine's samplers are read over
     measure_spans: tuple[tuple[float, float], ...] = ()
+    # analysed turns (final lines) completed in the windows, whatever request they belong to (distinct: one a request)
+    turns: int = 0
+    turns_per_s: float = math.nan
+    turns_per_s_low: float = math.nan
+    turns_per_s_high: float = math.nan
+    window_turns_per_s: tuple[float, ...] = ()
+    # ms per analysed turn: each successful request's latency over its turns (a review of 200 turns in 40 s: 200 ms)
+    turn_p50_ms: float = math.nan
+    turn_p99_ms: float = math.nan
+    # traffic=mixed: per kind, {req_per_s, turns_per_s, p50_ms, p99_ms, turn_p50_ms}
+    by_kind: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def rate(self, turns: bool) -> tuple[float, float, float]:
+        """(value, low, high): analysed turns/s when ``turns`` (the traffic counts turns), else req/s."""
+        if turns:
+            return self.turns_per_s, self.turns_per_s_low, self.turns_per_s_high
+        return self.req_per_s, self.req_per_s_low, self.req_per_s_high
 
 
 @dataclass(frozen=True)
@@ -250,9 +321,16 @@ class LoadResult:
     selfwatch: SelfWatch | None = None
     stop_reason: str | None = None  # why the level ladder ended (ladder: auto) or was cut short (pruned)
     started_at: float = 0.0  # time.monotonic() the records' run-relative times count from
+    traffic: str = "distinct"  # load.traffic
+    turns_total: int = 0  # analysed turns answered over the whole run (warmup and drain included)
+    visits_total: int = 0  # their final visits: what the engine's NN rows are divided by (NN rows per visit)
 
     def headline(self) -> LevelSummary | None:
-        """The level with the highest req/s (None when no level ran)."""
+        """The level with the highest req/s, or analysed turns/s when the traffic counts turns (None when no level
+        ran)."""
+        if self.traffic != "distinct":
+            return max(self.levels, key=lambda lv: lv.turns_per_s if math.isfinite(lv.turns_per_s) else -1.0,
+                       default=None)  # fmt: skip
         return max(self.levels, key=lambda lv: lv.req_per_s, default=None)
 
     def goodput_headline(self) -> LevelSummary | None:
@@ -279,8 +357,9 @@ class ProgressUpdate:
     levels: int
     phase: Literal["warmup", "measure", "drain", "done"]
     window: int
-    req_per_s: float  # live, over the last window (or since the level started)
+    req_per_s: float  # live, over the last window (or since the level started); in `unit`
     errors: int  # errors so far in this level
+    unit: str = "req/s"  # turns/s when the traffic counts analysed turns (review, interactive, mixed)
 
 
 Progress = Callable[[ProgressUpdate], None]

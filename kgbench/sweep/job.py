@@ -244,5 +244,8 @@ def _run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
     if reason is not None:
         progress.stage(f"FAILED: {reason}")
         return JobOutcome(False, math.nan, reason, run.run_id)
-    progress.stage(f"done: {value:.4g} {'req/s' if cfg.get('mode', 'load') == 'load' else 'visits/s'}")
+    load = cfg.get("load") or {}
+    unit = "visits/s" if cfg.get("mode", "load") != "load" else "req/s"
+    unit = "turns/s" if unit == "req/s" and str(load.get("traffic", "distinct")) != "distinct" else unit
+    progress.stage(f"done: {value:.4g} {unit}")
     return JobOutcome(True, value, None, run.run_id)

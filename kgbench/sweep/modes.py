@@ -16,13 +16,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.enginebench.parse import trt_cache_status
 from kgbench.enginebench.run import EngineBenchError, run_engine_benchmark
-from kgbench.load.traffic import QuerySource
+from kgbench.load.kinds import Traffic
 from kgbench.load.types import LevelHook, LoadResult, LoadSettings
 from kgbench.search.trial import TrialLink
 from kgbench.sweep.compose.spec import Prepared, section
 from kgbench.sweep.device import job_device, job_net, net_tags, watch_figures
 from kgbench.sweep.failure import JobFailure
-from kgbench.sweep.positions import job_queries, position_metrics
+from kgbench.sweep.positions import job_traffic, position_metrics
 from kgbench.sweep.progress import JobProgress
 from kgbench.targets.base import Target
 from kgbench.targets.direct import PoolTarget
@@ -47,7 +47,7 @@ from kgbench.track.schema import (
 from kgbench.track.tracking import JobRun, log_load_result
 from kgserve.engine.client import is_simulated
 
-__all__ = ["engine_mode", "headline_req_per_s", "load_mode", "model_sha256"]
+__all__ = ["engine_mode", "headline_value", "load_mode", "model_sha256"]
 
 _VERSION_RE = re.compile(r"KataGo v(\S+)")
 
@@ -84,16 +84,19 @@ def _ready_tags(ready: Mapping[str, Any]) -> dict[str, str]:
     return tags
 
 
-def headline_req_per_s(result: LoadResult) -> float:
-    """The job's headline: the best level's req/s; JobFailure (with the errors by kind) when nothing succeeded."""
+def headline_value(result: LoadResult) -> float:
+    """The job's headline: the best level's req/s, or its analysed turns/s when the traffic's requests are not one
+    turn each (review, interactive, mixed: a review's game may outlast the windows); JobFailure (with the errors by
+    kind) when nothing succeeded."""
     head = result.headline()
-    if head is None or head.req_per_s <= 0:
+    value = head.rate(result.traffic != "distinct")[0] if head is not None else 0.0
+    if head is None or not value > 0:
         kinds: dict[str, int] = {}
         for level in result.levels:
             for kind, count in level.errors_by_kind.items():
                 kinds[kind] = kinds.get(kind, 0) + count
         raise JobFailure(f"no request succeeded at any level (errors by kind: {kinds or 'none recorded'})")
-    return float(head.req_per_s)
+    return float(value)
 
 
 def _load_settings(cfg: DictConfig) -> LoadSettings:
@@ -116,7 +119,7 @@ def _measure(
     prepared: Prepared,
     job_dir: Path,
     load: LoadSettings,
-    queries: QuerySource,
+    queries: Traffic,
     run: JobRun,
     progress: JobProgress,
     on_level: LevelHook | None = None,
@@ -140,6 +143,8 @@ def _measure(
         target.stop(prepared.settings.server.grace_period_s)
     log = target.engine_log()
     extra.update(parse_nn_stats(log))
+    if extra.get("nn_rows") and result.visits_total > 0:  # what the NN cache saved: below 1, rows it answered
+        extra["nn_rows_per_visit"] = extra["nn_rows"] / result.visits_total
     figures, tags = watch_figures(prepared, watch, result, extra, job_dir)
     extra.update(figures)
     run.set_tags(tags)
@@ -183,7 +188,7 @@ def load_mode(
     """``sweep_dir``: the multirun's folder, whose ledger shares the positions out between the jobs (None: a single
     run, its own positions); ``job``: how the ledger names this job."""
     load = _load_settings(cfg)
-    queries, position_tags = job_queries(load.seed, sweep_dir, job)
+    queries, position_tags = job_traffic(load, sweep_dir, job)
     run.set_tags({**_model_tags(prepared), **position_tags})
     link = TrialLink.from_cfg(cfg)  # launched by the Optuna sweeper: report every level to the trial
     if link is not None:
@@ -216,13 +221,13 @@ def load_mode(
             run.set_tags({TRT_CACHE: cache})
     if unused is not None:  # KataGo ignored a key: the figures are logged, but they do not measure this cfg
         log_load_result(run, result, extra, job_dir, "")
-        headline_req_per_s(result)
+        headline_value(result)
         raise JobFailure(unused)
     if link is not None and link.pruned_at is not None:
         run.set_tags({PRUNED: flag(True)})
         progress.stage(f"pruned by the search after level {link.pruned_at + 1}")
     log_load_result(run, result, extra, job_dir, f"{prepared.backend} {prepared.transport}: {job_dir.name}")
-    return headline_req_per_s(result)
+    return headline_value(result)
 
 
 def engine_mode(cfg: DictConfig, prepared: Prepared, job_dir: Path, run: JobRun, progress: JobProgress) -> float:

@@ -156,7 +156,7 @@ class JobProgress:
         text = (
             f"{self.prefix}: level {update.level} ({update.level_index + 1}/{update.levels}) {update.phase}"
             f"{f' w{update.window}' if update.phase == 'measure' else ''}: "
-            f"{update.req_per_s:.1f} req/s, {update.errors} errors"
+            f"{update.req_per_s:.1f} {update.unit}, {update.errors} errors"
         )
         self._show(text)
         key = (update.level_index, update.phase)

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from kgbench.decide import runs as runlib
 from kgbench.decide.race import RaceSettings, contenders, replicate_counts, run_race
-from kgbench.decide.selection import choose_winner
+from kgbench.decide.selection import choose_winner, objective_for
 from kgbench.sweep import progress
 from kgbench.sweep.callbacks import ENV_JOBS, ENV_PARENT
 from kgbench.track import tracking
@@ -75,7 +75,7 @@ def _race(launcher: Launcher, config: DictConfig, launched: int) -> None:
     client = tracking.make_client()
     runs = runlib.sweep_children(client, client.get_run(parent_id))
     cands = runlib.candidates(runs)
-    selection = choose_winner(cands, allow_simulated=True, allow_synthetic=True)
+    selection = choose_winner(cands, allow_simulated=True, allow_synthetic=True, objective=objective_for(cands))
     racing = contenders(selection, settings.max_contenders)
     if len(racing) < 2:
         return

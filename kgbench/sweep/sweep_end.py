@@ -17,7 +17,7 @@ from kgbench.decide import runs as runlib
 from kgbench.decide.nets import CHOICE_NOTE, net_bests
 from kgbench.decide.report import write_report
 from kgbench.decide.runtimes import promote_command, shown_path
-from kgbench.decide.selection import choose_winner
+from kgbench.decide.selection import choose_winner, objective_for
 from kgbench.decide.verdict import verdict_line
 from kgbench.sweep import state
 from kgbench.track import summary, tracking
@@ -45,7 +45,8 @@ def _best_lines(runs: list[Run]) -> list[str]:
             lines.append(f"{nb.net}: {verdict_line(nb.selection, 'best job is')}")
             lines.append(f"  promote it: {promote_command(best)} --run {best.info.run_id}")
         return lines
-    selection = choose_winner(runlib.candidates(runs), allow_simulated=True, allow_synthetic=True)
+    cands = runlib.candidates(runs)  # ranked by their traffic's objective (turns/s for review traffic)
+    selection = choose_winner(cands, allow_simulated=True, allow_synthetic=True, objective=objective_for(cands))
     if selection.winner is None:
         reasons = sorted({v.reason for v in selection.verdicts if v.reason})
         return [f"no job qualifies for promotion ({'; '.join(reasons[:4]) or 'no jobs'})"]
@@ -66,7 +67,7 @@ def summarise(sweep: state.SweepRun | None, sweep_dir: Path) -> None:
     succeeded = int((frame["status"] == "FINISHED").sum()) if not frame.empty else 0
     state.set_sweep_result(total=len(frame), succeeded=succeeded)
     text = summary.format_table(frame)
-    lines = [f"kgbench sweep: {len(frame)} job(s), sorted by req/s", text]
+    lines = [f"kgbench sweep: {len(frame)} job(s), sorted by {frame.attrs.get('sorted_by', 'req/s')}", text]
     if sweep.skipped:
         lines.append(f"skipped before start: {len(sweep.skipped)} job(s): {summary.skipped_text(sweep.skipped)}")
     start = cold_start(runs)
@@ -87,9 +88,10 @@ def summarise(sweep: state.SweepRun | None, sweep_dir: Path) -> None:
     url = runs_url(sweep.experiment_id, tracking.tracking_uri())
     print(f"kgbench: the runs in `mlflow ui` (started in this folder; this link opens them): {url}", flush=True)
     parent_run = tracking.JobRun(client, sweep.parent_run_id)
-    best = frame["req/s"].max() if not frame.empty else math.nan
-    if math.isfinite(best):
-        parent_run.log_metrics({"best_req_per_s": float(best)})
+    for column, metric in (("req/s", "best_req_per_s"), ("turns/s", "best_turns_per_s")):
+        best = frame[column].max() if not frame.empty and column in frame else math.nan
+        if math.isfinite(best):
+            parent_run.log_metrics({metric: float(best)})
     if start.from_ledger:  # the sweep-level count: positions sent twice over all its jobs
         parent_run.log_metrics({"positions_sent": start.sent, "position_repeats": start.repeats})
     tracking.finish_run(client, sweep.parent_run_id, succeeded > 0)

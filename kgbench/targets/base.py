@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from kgbench.load.traffic import QuerySource
+from kgbench.load.kinds import Traffic
 from kgbench.load.types import LevelHook, LoadResult, LoadSettings, Progress
 
 __all__ = ["Note", "Target", "TargetError"]
@@ -38,7 +38,7 @@ class Target(Protocol):
         ...
 
     def measure(
-        self, load: LoadSettings, queries: QuerySource, progress: Progress | None, on_level: LevelHook | None
+        self, load: LoadSettings, queries: Traffic, progress: Progress | None, on_level: LevelHook | None
     ) -> LoadResult:
         """Every level of `load` against the started target (kgbench.load.generator)."""
         ...

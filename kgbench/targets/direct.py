@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from kgbench.load.generator import run_direct
-from kgbench.load.traffic import QuerySource
+from kgbench.load.kinds import Traffic
 from kgbench.load.types import LevelHook, LoadResult, LoadSettings, Progress
 from kgbench.targets.base import Note, TargetError
 from kgbench.targets.enginelog import MAX_LINES, find_unused_keys, unused_key_reason
@@ -114,7 +114,7 @@ class PoolTarget:
                 note(f"still starting after {elapsed:.0f} s ({status.get('reason')})")
 
     def measure(
-        self, load: LoadSettings, queries: QuerySource, progress: Progress | None, on_level: LevelHook | None
+        self, load: LoadSettings, queries: Traffic, progress: Progress | None, on_level: LevelHook | None
     ) -> LoadResult:
         return self._runner.run(run_direct(self.pool, load, queries, progress, on_level))
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from kgbench.load.generator import run_load
-from kgbench.load.traffic import QuerySource
+from kgbench.load.kinds import Traffic
 from kgbench.load.types import HttpTarget, LevelHook, LoadResult, LoadSettings, Progress
 from kgbench.targets.base import Note
 from kgbench.targets.kgserve_process import KgserveProcess
@@ -33,7 +33,7 @@ class KgserveTarget:
         return self.proc.wait_ready(timeout_s, note=note)
 
     def measure(
-        self, load: LoadSettings, queries: QuerySource, progress: Progress | None, on_level: LevelHook | None
+        self, load: LoadSettings, queries: Traffic, progress: Progress | None, on_level: LevelHook | None
     ) -> LoadResult:
         assert self.proc.url is not None
         return asyncio.run(run_load(HttpTarget(self.proc.url), load, queries, progress, on_level))

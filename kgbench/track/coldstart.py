@@ -27,6 +27,7 @@ class ColdStart:
     sent: int  # positions handed out by the jobs that counted them
     repeats: int  # of them, handed out before in the sweep (the sweep used every distinct position)
     distinct: int | None  # distinct positions of the traffic
+    games: int = 0  # load jobs whose traffic is games (review, interactive: kgbench.load.kinds), one order for all
 
     def lines(self) -> list[str]:
         """Markdown list items for a report's summary: only what happened (no line when no job started)."""
@@ -47,7 +48,13 @@ class ColdStart:
     def _positions_line(self) -> str:
         if self.load_jobs == 0:
             return "- positions: no job sent positions (mode=engine: `katago benchmark` uses its own)"
-        own = self.load_jobs - self.from_ledger
+        own = self.load_jobs - self.from_ledger - self.games
+        games = (
+            f"{self.games} job(s) sent games (review or interactive traffic) in one seeded order, each job on its own "
+            "engines (no NN cache carries over between jobs)"
+        )
+        if self.from_ledger == 0 and own == 0:
+            return f"- positions: {games}"
         if self.from_ledger == 0:
             return (
                 f"- positions: not checked across jobs: the {own} job(s) drew their own positions (a kgbench "
@@ -68,11 +75,11 @@ class ColdStart:
             )
         if own:
             line += f"; {own} job(s) drew their own positions (a kgbench before the ledger): not counted"
-        return line
+        return line + (f"; {games}" if self.games else "")
 
 
 def cold_start(runs: Iterable[Run]) -> ColdStart:
-    jobs = cold = load_jobs = from_ledger = sent = repeats = 0
+    jobs = cold = load_jobs = from_ledger = sent = repeats = games = 0
     distinct: int | None = None
     for run in runs:
         tags, metrics = run.data.tags, run.data.metrics
@@ -83,6 +90,7 @@ def cold_start(runs: Iterable[Run]) -> ColdStart:
         if "position_repeat_rate" not in metrics and "positions_sent" not in metrics:
             continue
         load_jobs += 1
+        games += tags.get(POSITIONS) == "games"
         if tags.get(POSITIONS) != "sweep":
             continue
         from_ledger += 1
@@ -90,4 +98,4 @@ def cold_start(runs: Iterable[Run]) -> ColdStart:
         repeats += int(metrics.get("position_repeats", 0))
         if "positions_distinct" in metrics:
             distinct = int(metrics["positions_distinct"])
-    return ColdStart(jobs, cold, load_jobs, from_ledger, sent, repeats, distinct)
+    return ColdStart(jobs, cold, load_jobs, from_ledger, sent, repeats, distinct, games)

@@ -29,11 +29,13 @@ __all__ = ["COLUMNS", "child_runs", "contended_line", "format_table", "overheads
 # (column, metric)
 COLUMNS: list[tuple[str, str]] = [
     ("req/s", "req_per_s"),
+    ("turns/s", "turns_per_s"),  # analysed turns (distinct traffic: one a request; a review: its game's)
     ("visits/s", "visits_per_s"),
     ("p50 ms", "p50_ms"),
     ("p99 ms", "p99_ms"),
     ("errors", "error_rate"),
     ("batch", "nn_avg_batch_size"),
+    ("rows/visit", "nn_rows_per_visit"),  # the engine's NN rows over the visits it answered: below 1, the cache's
     ("start s", "engine_start_s"),
     ("overhead", "overhead"),
     # efficiency over the headline level's windows (kgbench.track.efficiency); absent without a GPU or a known net
@@ -88,9 +90,13 @@ def sweep_table(runs: list[Run]) -> pd.DataFrame:
         rows.append(row)
     columns = ["job", "status", *[c for c, _ in COLUMNS], "bottleneck", "flags", "reason", "run_id", "_start"]
     frame = pd.DataFrame(rows, columns=columns).sort_values("_start", kind="stable")
-    # mode=engine jobs have no req/s: they sort by visits/s after the load jobs
-    frame = frame.sort_values(["req/s", "visits/s"], ascending=False, na_position="last", kind="stable")
-    return frame.drop(columns=["_start"]).reset_index(drop=True)
+    # mode=engine jobs have no req/s: they sort by visits/s after the load jobs; traffic whose requests are not one
+    # turn each (a review's is a game) sorts by analysed turns/s, the rule's objective then
+    by = "turns/s" if any(run.data.params.get("load.traffic", "distinct") != "distinct" for run in runs) else "req/s"
+    frame = frame.sort_values([by, "visits/s"], ascending=False, na_position="last", kind="stable")
+    frame = frame.drop(columns=["_start"]).reset_index(drop=True)
+    frame.attrs["sorted_by"] = by
+    return frame
 
 
 def format_table(frame: pd.DataFrame, max_reason: int = 100) -> str:

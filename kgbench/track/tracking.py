@@ -24,7 +24,7 @@ from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from kgbench.load.ladder import knee
-from kgbench.load.types import LoadResult
+from kgbench.load.types import LevelSummary, LoadResult
 from kgbench.track.mlflow_ui import label_experiment
 from kgbench.track.plots import write_plots
 from kgbench.track.schema import (
@@ -62,6 +62,7 @@ __all__ = [
     "make_client",
     "tidy",
     "tracking_uri",
+    "turn_metrics",
     "use_configured_uri",
 ]
 
@@ -239,6 +240,21 @@ class JobRun:
         finish_run(self.client, self.run_id, ok)
 
 
+def turn_metrics(level: LevelSummary) -> dict[str, float]:
+    """The headline level's figures in analysed turns (every traffic kind; distinct: one turn a request), and per
+    kind for mixed traffic (``review_turns_per_s``, ``interactive_p99_ms``, ...)."""
+    out = {
+        "turns_per_s": level.turns_per_s,
+        "turns_per_s_ci_low": level.turns_per_s_low,
+        "turns_per_s_ci_high": level.turns_per_s_high,
+        "turn_p50_ms": level.turn_p50_ms,
+        "turn_p99_ms": level.turn_p99_ms,
+    }
+    for kind, figures in level.by_kind.items():
+        out.update({f"{kind}_{name}": value for name, value in figures.items()})
+    return out
+
+
 def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], job_dir: Path, title: str) -> None:
     """A load result into the job's run: metrics (headline = the level with the highest req/s), per-level series,
     tags, the per-request CSV and the plots."""
@@ -252,6 +268,7 @@ def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], jo
         metrics["headline_concurrency"] = head.concurrency
         metrics["req_per_s_ci_low"] = head.req_per_s_low
         metrics["req_per_s_ci_high"] = head.req_per_s_high
+        metrics.update(turn_metrics(head))
     good = result.goodput_headline()
     if good is not None:
         metrics.update(
@@ -262,13 +279,15 @@ def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], jo
             slo_ms=good.slo_ms,
         )
     metrics["knee_concurrency"] = knee(result.levels)
+    metrics["turns_total"] = result.turns_total
+    metrics["visits_total"] = result.visits_total
     if result.selfwatch is not None:
         metrics["loadgen_loop_lag_p99_ms"] = result.selfwatch.loop_lag_p99_ms
         metrics["loadgen_cpu_share"] = result.selfwatch.cpu_share
     run.log_metrics(metrics)
     points: list[tuple[str, Any, int]] = []
     for level in result.levels:
-        for name in ("req_per_s", "p50_ms", "p99_ms", "error_rate", "goodput_per_s"):
+        for name in ("req_per_s", "turns_per_s", "p50_ms", "p99_ms", "error_rate", "goodput_per_s"):
             points.append((f"level_{name}", getattr(level, name), level.concurrency))
         points.append(("level_req_per_s_ci_low", level.req_per_s_low, level.concurrency))
         points.append(("level_req_per_s_ci_high", level.req_per_s_high, level.concurrency))

@@ -14,7 +14,6 @@ import queue
 import sys
 import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +26,7 @@ from kgserve.katago.protocol import (
     classify_line,
     dump_compact,
 )
+from kgserve.sim.model.nncache import NNCacheModel, cache_speedup
 from kgserve.sim.model.throughput import SharedDevice, SimParams, Steady, query_overhead_s, steady_state
 from kgserve.sim.queries import Defaults, Request, error_for, parse_query
 from kgserve.sim.responses import no_results, render_analysis
@@ -48,6 +48,10 @@ class Search:
     started_sim: float = 0.0
     next_report: float | None = None
     miss: float = 1.0  # fraction of visits that need the NN (not in the cache)
+
+    def progress(self) -> float:
+        """The share of its visits done (the NN cache model follows a running search by it)."""
+        return self.done / max(1.0, self.target)
 
 
 class Engine:
@@ -71,8 +75,7 @@ class Engine:
         self.active: list[Search] = []
         self.seq = 0
         self.sim_now = 0.0
-        self.cache: OrderedDict[bytes, int] = OrderedDict()
-        self.cache_entries = 0
+        self.cache = NNCacheModel(params.cache_pow)
         self.rows = 0.0
         self.batches = 0.0
         self.out = sys.stdout.buffer
@@ -186,6 +189,7 @@ class Engine:
                     self.emit(render_analysis(s.req, int(s.done), True, self.k.seed, self.perspective))
                 s.next_report += s.req.report_every or 1e30
         self.rows += rows
+        self.cache.wrote(rows)
         batch = steady.batch if self.k.fixed_rps is None else min(self.p.max_batch, len(self.active))
         self.batches += rows / max(1.0, batch)
         for s in finished:
@@ -193,20 +197,11 @@ class Engine:
 
     def _finish(self, s: Search, visits: int) -> None:
         self.active.remove(s)
+        self.cache.finish(s.req.cache_key, visits)
         if visits >= 1:
             self.emit(render_analysis(s.req, visits, False, self.k.seed, self.perspective))
-            self._remember(s.req.cache_key, visits)
         else:
             self.emit(no_results(s.req))
-
-    def _remember(self, key: bytes, visits: int) -> None:
-        old = self.cache.pop(key, 0)
-        self.cache[key] = max(old, visits)
-        self.cache_entries += max(old, visits) - old
-        capacity = 1 << self.p.cache_pow
-        while self.cache_entries > capacity and self.cache:
-            _, v = self.cache.popitem(last=False)
-            self.cache_entries -= v
 
     def _start_searches(self) -> None:
         while self.pending and len(self.active) < self.p.analysis_threads:
@@ -214,20 +209,21 @@ class Engine:
                 self._end_round(time.time())
             _, _, req = heapq.heappop(self.pending)
             target = float(req.max_visits)
-            seen = self.cache.get(req.cache_key, 0)
-            hit = 0.85 * min(1.0, seen / target) if seen else 0.0
+            # what the table already holds of this search: the same position, the move before or after it
+            hit = self.cache.start(req.cache_key, req.parent_key, target, len(self.active) + 1)
             fixed = self.k.fixed_rps is not None
             jitter = 0.9 + 0.2 * ((req.seq * 2654435761 + self.k.seed) % 1000) / 1000.0
             s = Search(
                 req,
                 target,
-                jitter / (1.0 - hit),
+                jitter * cache_speedup(self.p.device, hit),
                 0.0 if fixed else query_overhead_s(self.p),
                 started_sim=self.sim_now,
                 miss=1.0 - hit,
             )
             if req.report_every is not None and req.first_report is not None:
                 s.next_report = self.sim_now + req.first_report
+            self.cache.follow(req.cache_key, s.progress)
             self.active.append(s)
             if fixed and self.k.fixed_rps == 0:
                 self._finish(s, req.max_visits)
@@ -260,7 +256,6 @@ class Engine:
             self.emit(dump_compact({**body, "models": [self.model_info]}))
         elif action == "clear_cache":
             self.cache.clear()
-            self.cache_entries = 0
             self.emit(dump_compact(body))
         elif action in ("terminate", "terminate_all"):
             target_id = body.get("terminateId")

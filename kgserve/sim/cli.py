@@ -118,7 +118,7 @@ def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
     batch_size_note(log, params)
     unused_key_warnings(log, cfg)
     human_sl_warning(log, cfg, model)
-    time.sleep(knobs.startup_s * (1.0 + (1 << params.cache_pow) / (1 << 24)) / knobs.speed)
+    time.sleep(knobs.startup_s * (1.0 + params.cache_entries / (1 << 24)) / knobs.speed)
     log.write(f"Loaded config {cfg.file_name}")
     log.write(f"Loaded model {model}")
     log.write(f"Analyzing up to {params.analysis_threads} positions at a time in parallel")

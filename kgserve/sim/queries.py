@@ -115,6 +115,7 @@ class Request(Search):
     avoided: frozenset[int]
     illegal: frozenset[int] = frozenset()  # points the player to move may not play
     seq: int = 0
+    parent_key: bytes | None = None  # the position one move before (its cache_key), for the NN cache model
 
     @property
     def cache_key(self) -> bytes:
@@ -376,6 +377,7 @@ def _replay(
     """Replay the moves; one search request per analysed turn. An illegal move ends the query."""
     board, rules = replay.board, replay.rules
     requests = []
+    parent: bytes | None = None
     for turn in range(len(history) + 1):
         if should[turn]:
             to_move = replay.to_move
@@ -393,10 +395,13 @@ def _replay(
                     allowed=allowed,
                     avoided=avoided,
                     illegal=replay.illegal_points(),
+                    parent_key=parent,
                 )
             )
         if turn == len(history):
             break
+        if should[turn + 1]:  # the next analysed turn's parent: this position
+            parent = board.position_key(replay.to_move, str(rules), rules.komi)
         player, loc = history[turn]
         if not replay.play(loc, player):
             raise _Fail("moves", f"Illegal move {turn}: {loc_to_str(loc, board.x_size, board.y_size)}")

@@ -92,6 +92,11 @@ class SimParams:
     profile: str | DeviceProfile = DEFAULT_PROFILE  # a profile's name, or a profile itself (a calibration's trial)
 
     @property
+    def cache_entries(self) -> int:
+        """The NN cache's entries: 2^nnCacheSizePowerOfTwo, 0 for KataGo's -1 (no table)."""
+        return 0 if self.cache_pow < 0 else 1 << self.cache_pow
+
+    @property
     def device(self) -> DeviceProfile:
         return self.profile if isinstance(self.profile, DeviceProfile) else get_profile(self.profile)
 
@@ -140,7 +145,7 @@ def steady_state(p: SimParams, active: int, visits_hint: int = 500) -> Steady:
             search_threads=p.search_threads,
             max_batch=p.max_batch,
             eigen_threads=p.eigen_threads,
-            cache_pow=p.cache_pow,
+            cache_entries=p.cache_entries,
             visits_hint=visits_hint,
         )
     return _gpu_steady_state(p, active, visits_hint)
@@ -155,7 +160,7 @@ def _gpu_steady_state(p: SimParams, active: int, visits_hint: int) -> Steady:
     oversub = 1.0 + dev.oversub * max(0.0, math.log2(threads_total / dev.host_cores))
     table_cost = 1.0 + 0.04 * max(0, p.cache_pow - 20)
     working_set = active * min(visits_hint, 20000) * 3
-    hit = dev.search_hit * min(1.0, (1 << p.cache_pow) / max(1, working_set))
+    hit = dev.search_hit * min(1.0, p.cache_entries / max(1, working_set))
     cpu_per_visit = dev.c_visit * oversub * table_cost
     b = min(float(p.max_batch), max(1.0, n / s))
     evals = 0.0

@@ -40,7 +40,7 @@ def cpu_steady_state(
     search_threads: int,
     max_batch: int,
     eigen_threads: int,
-    cache_pow: int,
+    cache_entries: int,
     visits_hint: int,
 ) -> Steady:
     if active <= 0:
@@ -49,7 +49,7 @@ def cpu_steady_state(
     s = nn_threads(dev, n, eigen_threads)
     oversub = 1.0 + dev.oversub * max(0.0, math.log2((n + s) / dev.host_cores))
     working_set = active * min(max(visits_hint, 1), 20000) * 3
-    miss = 1.0 - dev.search_hit * min(1.0, (1 << cache_pow) / max(1, working_set))
+    miss = 1.0 - dev.search_hit * min(1.0, cache_entries / max(1, working_set))
     per_query = dev.q0 / max(visits_hint, 1)
     b = 1.0
     nn_cpu = tree_cpu = 0.0

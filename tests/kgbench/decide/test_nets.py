@@ -101,3 +101,26 @@ def test_promote_in_place_takes_the_served_nets_runs_and_says_why_the_others_are
     out = capsys.readouterr()
     assert ids["b11-128"][:8] in out.out + out.err
     assert "left out 2 runs of another runtime" in out.out + out.err and CHOICE_NOTE in out.out + out.err
+
+
+def test_under_review_traffic_each_nets_best_is_its_most_turns_per_s(store: Store, tmp_path: Path) -> None:
+    """A review's request is a whole game: the batch with more req/s can analyse fewer turns/s (shorter games
+    finished), so each net's best, the nets' order and the table's order follow turns/s."""
+    store.sweep("nets")
+    ids = {}
+    for net, tags, rates in (("b11", PINNED, ((2.0, 400.0), (2.2, 380.0))), ("b40", B40, ((1.5, 300.0), (1.4, 320.0)))):
+        for batch, (rps, turns) in zip(("64", "128"), rates, strict=True):
+            ids[f"{net}-{batch}"] = store.job(
+                "nets", f"cuda b{batch} {net}", backend="cuda",
+                metrics={**OK, "req_per_s": rps, "turns_per_s": turns},
+                params={"katago.nnMaxBatchSize": batch, "load.traffic": "review"}, tags=tags,
+            )  # fmt: skip
+    runs = sweep_children(store.client, store.client.get_run(store.sweeps["nets"]))
+    bests = net_bests(runs)
+    assert [nb.selection.objective for nb in bests] == ["turns_per_s", "turns_per_s"]
+    assert [nb.best.info.run_id for nb in bests if nb.best] == [ids["b11-64"], ids["b40-128"]]
+    assert list(nets_frame(bests)["turns_per_s"]) == [400.0, 320.0]
+    assert report_mod.main(["--tracking-uri", store.uri, "--out", str(tmp_path), "--no-log"]) == 0
+    table = pd.read_csv(tmp_path / "runs.csv")
+    assert list(table["turns_per_s"]) == [400.0, 380.0, 320.0, 300.0]  # sorted by the objective, not req/s
+    assert f"`{ids['b11-64']}`" in (tmp_path / "summary.md").read_text()

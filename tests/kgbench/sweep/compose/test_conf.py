@@ -132,3 +132,17 @@ def test_policy_load_is_bulk_low_visit_with_policy_and_ownership() -> None:
     assert load.max_visits == 1 and min(load.concurrency) >= 256
     assert dict(load.query_fields) == {"includePolicy": True, "includeOwnership": True}
     assert load.as_params()["query_fields"] == '{"includeOwnership":true,"includePolicy":true}'
+
+
+@pytest.mark.parametrize("load", ["review", "interactive", "positions", "mixed"])
+def test_the_cache_group_reaches_the_rendered_cfg_under_every_traffic(load: str) -> None:
+    # the cache group's keys, as a sweep over them gives them, land in the KataGo cfg the job's engine reads
+    default = render_cfg(_compose(["backend=eigen", f"load={load}"])).text
+    assert "nnCacheSizePowerOfTwo = 23" in default and "nnMutexPoolSizePowerOfTwo = 17" in default
+    for size in (-1, 6, 12):
+        cfg = _compose(
+            ["backend=eigen", f"load={load}", f"nnCacheSizePowerOfTwo={size}", "nnMutexPoolSizePowerOfTwo=4"]
+        )
+        text = render_cfg(cfg).text
+        assert f"nnCacheSizePowerOfTwo = {size}" in text and "nnMutexPoolSizePowerOfTwo = 4" in text
+        assert cfg.load.traffic == ("interactive" if load == "positions" else load)

@@ -76,6 +76,15 @@ def test_every_h200_job_composes_and_renders(backend: str) -> None:
         assert cfg.mode == "load"
 
 
+def test_h200_sends_game_reviews_unless_the_command_line_names_a_load() -> None:
+    # docs/traffic.md, "experiment=h200's traffic": reviews by default, any load option on the command line wins
+    cfg = _compose(["experiment=h200"])
+    assert (cfg.load.traffic, list(cfg.load.concurrency)) == ("review", [2, 4, 8])
+    assert _compose(["experiment=h200", "load=default"]).load.traffic == "distinct"
+    assert _compose(["experiment=h200", "load=mixed"]).load.traffic == "mixed"
+    assert _compose(["experiment=h200_engine"]).load.traffic == "distinct"  # katago benchmark sends no load
+
+
 def test_h200_engine_runs_katago_benchmark_on_both_builds() -> None:
     cfg = _compose(["experiment=h200_engine"], hydra=True)
     assert count_jobs([], cfg.hydra.sweeper.params) == 2
@@ -97,7 +106,7 @@ def test_experiments_are_the_two_h200_sweeps() -> None:
     assert EXPERIMENTS == ["h200", "h200_engine"]
 
 
-@pytest.mark.parametrize("option", ["smoke", "cpu"])
+@pytest.mark.parametrize("option", ["smoke", "cpu", "review", "interactive", "mixed"])
 def test_load_options_set_only_what_differs_from_default(option: str) -> None:
     default = yaml.safe_load((CONF_DIR / "load" / "default.yaml").read_text())
     data = yaml.safe_load((CONF_DIR / "load" / f"{option}.yaml").read_text())
