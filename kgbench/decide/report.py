@@ -135,6 +135,8 @@ def _cell(value: object) -> str:
 
 def markdown_table(table: pd.DataFrame, columns: list[str]) -> str:
     cols = [c for c in columns if c in table.columns]
+    if table.empty or not cols:
+        return "(no job run in this sweep)"
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for _, row in table.iterrows():
         lines.append("| " + " | ".join(_cell(row[c]) for c in cols) + " |")

@@ -49,7 +49,9 @@ def _empty(ax: plt.Axes, message: str) -> None:
 def pareto_plot(table: pd.DataFrame, path: Path, title: str) -> Path:
     """Scatter of req/s against p99 (ms), one colour per backend, the winner circled."""
     fig, ax = plt.subplots(figsize=(8, 5.5), dpi=110)
-    data = table.dropna(subset=["req_per_s", "p99_ms"])
+    # a sweep whose every job failed early (or that ran none) has none of these columns at all
+    needed = ["req_per_s", "p99_ms", "backend"]
+    data = table.dropna(subset=needed[:2]) if set(needed) <= set(table.columns) else pd.DataFrame(columns=needed)
     if data.empty:
         _empty(ax, "no run has both req/s and p99")
     for index, (backend, group) in enumerate(data.groupby("backend", sort=True)):

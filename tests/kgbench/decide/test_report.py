@@ -94,6 +94,15 @@ def test_report_engine_mode_series_and_missing_sweep(store: Store, tmp_path: Pat
     assert report_mod.main(["--tracking-uri", store.uri, "--sweep", "absent", "--out", str(out)]) == 1
 
 
+def test_a_sweep_without_job_runs_gets_a_report_saying_so(store: Store, tmp_path: Path) -> None:
+    store.sweep("none")  # e.g. a search whose budget was already spent: the sweep ran no job
+    out = tmp_path / "none"
+    assert report_mod.main(["--tracking-uri", store.uri, "--sweep", "none", "--out", str(out), "--no-log"]) == 0
+    summary = (out / "summary.md").read_text()
+    assert "no run satisfies the promote rule" in summary and "(no job run in this sweep)" in summary
+    _assert_real_png(out / "pareto.png")
+
+
 def test_pareto_front() -> None:
     points = [(800.0, 12.0), (900.0, 15.0), (700.0, 10.0), (1000.0, 14.0), (900.0, 11.0)]
     assert pareto_front(points) == [(700.0, 10.0), (800.0, 12.0), (900.0, 15.0)]
