@@ -17,7 +17,7 @@ import contextlib
 import dataclasses
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -145,9 +145,11 @@ def verify(
     *,
     max_s: float | None = None,
     say: Callable[[str], None] = print,
+    env: Mapping[str, str] | None = None,
 ) -> int:
-    """Serve `config_path` (loaded as `settings`) under its job's load; 0 served within or above the job's interval,
-    1 below it (the likely causes printed). VerifyError when it cannot be verified."""
+    """Serve `config_path` (loaded as `settings`; `env` added to kgserve's environment) under its job's load; 0
+    served within or above the job's interval, 1 below it (the likely causes printed) or not served at all.
+    VerifyError when it cannot be verified (no provenance, the run or its load not found)."""
     prov = read_provenance(settings.engine.cfg)
     if prov is None or not prov.run_id:
         raise VerifyError(f"{settings.engine.cfg} has no promote provenance: promote a sweep into this runtime first")
@@ -168,7 +170,7 @@ def verify(
         say(f"kgserve: python -m kgserve --config {config} --port 0{but}")
         bound = load.warmup_s + load.max_windows * load.window_s
         say(f"load: the job's, at concurrency {level}, {load.max_visits} visits, for at most {bound:.0f} s")
-        served = serve_and_load(config, settings, load, Path(tmp) / "kgserve.log")
+        served = serve_and_load(config, settings, load, Path(tmp) / "kgserve.log", env)
     if served.failure:
         say(f"FAILED: the written runtime did not serve the job's load: {served.failure}")
         return 1

@@ -53,9 +53,12 @@ def _served(result: LoadResult, ready: Mapping[str, Any], after: Mapping[str, An
     return Served(interval, head.p99_ms, errors, restarts, contention, ready)
 
 
-def serve_and_load(config: Path, settings: Settings, load: LoadSettings, log_path: Path) -> Served:
-    """kgserve from `config` (whose settings are `settings`), ready, under `load`; stopped on the way out."""
-    proc = KgserveProcess(config, log_path)
+def serve_and_load(
+    config: Path, settings: Settings, load: LoadSettings, log_path: Path, env: Mapping[str, str] | None = None
+) -> Served:
+    """kgserve from `config` (whose settings are `settings`; `env` added to its environment), ready, under `load`;
+    stopped on the way out."""
+    proc = KgserveProcess(config, log_path, env)
     engine = settings.engine
     try:
         proc.start()
