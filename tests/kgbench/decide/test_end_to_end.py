@@ -1,4 +1,5 @@
-"""End to end, all real processes: a short sim sweep -> promote --allow-simulated -> `python -m kgserve`
+"""End to end, all real processes: a short sim sweep -> promote --allow-simulated (the serving settings as measured)
+-> `promote --verify` at the job's req/s, and below it with a worse setting -> `python -m kgserve`
 serves the promoted backend and cfg -> /readyz shows the provenance -> a sample query is answered.
 Also runs the report on the same sweep. Everything lives in tmp_path (own MLflow store, own config.yaml)."""
 
@@ -16,7 +17,9 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from kgbench.decide.cfgwrite import set_engine_backend
+from kgbench.targets.serving import recorded, serving_settings
 from kgserve.provenance import read_provenance, render_header
+from kgserve.settings import load_settings
 from tests.conftest import REPO, kgserve_ready
 from tests.helpers.kgbench_runs import run_ok, runtime_config_copy
 
@@ -67,6 +70,10 @@ def test_sweep_promote_serve(tmp_path: Path) -> None:
     prov = read_provenance(config.parent / "katago_serving.cfg")
     assert prov is not None and prov.run_id == run_id and prov.simulated and not prov.modified
     assert "backend: sim" in config.read_text() and "# Which backend to serve." in config.read_text()
+    # what the job measured is what the runtime serves (issue 33): its recorded serving settings are the runtime's
+    assert recorded(winners[0].data.params) == serving_settings(load_settings(config))
+    assert "; serving settings as measured; " in promoted.stdout
+    _verify_passes_then_fails_on_a_worse_setting(config, env, tmp_path)
 
     report_dir = tmp_path / "report"
     run_ok([PY, "-m", "kgbench.report", "--experiment", "e2e", "--out", str(report_dir)], env, tmp_path, timeout=300)
@@ -74,6 +81,22 @@ def test_sweep_promote_serve(tmp_path: Path) -> None:
     assert len((report_dir / "runs.csv").read_text().strip().splitlines()) == 3  # header + 2 runs
 
     _serve_and_query(config, env, tmp_path, run_id)
+
+
+def _verify_passes_then_fails_on_a_worse_setting(config: Path, env: dict[str, str], cwd: Path) -> None:
+    verify = [PY, "-m", "kgbench.promote", "--verify", "--config", str(config)]
+    good = run_ok(verify, env, cwd, timeout=300)
+    assert "kgserve: python -m kgserve --config " in good.stdout and " --port 0\n" in good.stdout
+    assert "served " in good.stdout and ("within it" in good.stdout or "above the measured interval" in good.stdout)
+    text = config.read_text()
+    config.write_text(text.replace("max_inflight_per_client: 512", "max_inflight_per_client: 1"))
+    bad = subprocess.run(verify, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    assert "BELOW the measured interval; likely cause: served setting limits.max_inflight_per_client 1 (measured: " in (
+        bad.stdout
+    )
+    assert "requests refused or failed (overload " in bad.stdout  # its 429s
+    config.write_text(text)
 
 
 def _serve_and_query(config: Path, env: dict[str, str], cwd: Path, run_id: str) -> None:
