@@ -291,7 +291,7 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     print(verdict_line(selection, "would promote" if args.dry_run else "promoted"))
     where = _where(target, winner.backend)
     if args.dry_run:
-        print(f"dry run: nothing written, no run tagged; it would write {where}; --diff shows the changes")
+        print(f"dry run: nothing written, no run tagged; it would write {where} ({serving}); --diff shows the changes")
         return 0
     _write_both(cfg_path, old_cfg, new_cfg, config_path, old_config, new_config)
     previous: list[str] = []

@@ -108,8 +108,11 @@ def _config_for(settings: Settings, run: Run, level: int, tmp: Path) -> tuple[Pa
 def _causes(settings: Settings, run: Run, prov: Provenance, served: Served) -> list[str]:
     """What may have cost the served figure, most likely first."""
     causes = []
-    real, _ = split_differences(serving_settings(settings), measured_serving(run))
+    measured = measured_serving(run)
+    real, _ = split_differences(serving_settings(settings), measured)
     causes += [f"served setting {d.text()}" for d in real]
+    if measured.transport == "direct":
+        causes.append("the job measured the engines without kgserve's front end (transport=direct)")
     if prov.modified:
         causes.append(f"the cfg was edited after promotion ({settings.engine.cfg})")
     tags = run.data.tags
