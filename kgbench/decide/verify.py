@@ -1,9 +1,10 @@
-"""`python -m kgbench.promote --verify`: the check after promote. The runtime promote wrote is served as
-`python -m kgserve --config CONFIG` serves it, loaded with the load of the job its cfg came from (the run its
-`# kgbench-promote:` header names) for a bounded time, and its req/s is printed against the job's measured req/s
-and 95% interval. Below the interval it exits 1 naming the likely cause: a served setting that is not the
-measured one (kgbench.decide.served), the cfg edited since promotion, another KataGo or network, requests refused
-or failed, an engine restarted, other work on the machine (kgbench.track.contention), or none of these.
+"""`python -m kgbench.promote --verify`: the check after promote. The runtime promote wrote is served as `python -m
+kgserve --config CONFIG` serves it, loaded with the load of the job its cfg came from (the run its `#
+kgbench-promote:` header names) for a bounded time, and its req/s is printed against the job's measured req/s and 95%
+interval. Below the interval, or when requests the job's kgserve served are refused or fail, it exits 1 naming the
+likely cause: a served setting that is not the measured one (kgbench.decide.served), the cfg edited since promotion,
+another KataGo or network, requests refused or failed, an engine restarted, other work on the machine
+(kgbench.track.contention), or none of these.
 
 kgserve runs on a free port, with the load generator's own settings the job ran with (kgbench.targets.serving:
 loopback, no token, and the caps its one-client load needed), each printed; with none but the port it is
@@ -151,7 +152,8 @@ def verify(
     env: Mapping[str, str] | None = None,
 ) -> int:
     """Serve `config_path` (loaded as `settings`; `env` added to kgserve's environment) under its job's load; 0
-    served within or above the job's interval, 1 below it (the likely causes printed) or not served at all.
+    served within or above the job's interval, 1 below it, with requests refused or failed that the job served
+    (the likely causes printed), or not served at all.
     VerifyError when it cannot be verified (no provenance, the run or its load not found)."""
     prov = read_provenance(settings.engine.cfg)
     if prov is None or not prov.run_id:
@@ -180,15 +182,17 @@ def verify(
     measured_at = served.interval
     ratio = measured_at.mean / promised.mean if promised.mean else math.nan
     head = f"served {_fmt(measured_at)}, p99 {served.p99_ms:.0f} ms against measured {_fmt(promised)} ({ratio:.0%})"
-    if measured_at.mean < promised.low:
+    failed = sum(served.errors.values())
+    problems = ["BELOW the measured interval"] if measured_at.mean < promised.low else []
+    if failed and not run.data.metrics.get("errors"):  # the job served its load without one
+        problems.append(f"{failed} request(s) refused or failed that the job's kgserve served")
+    if problems:
         causes = _causes(settings, run, prov, served)
-        line = f"{head}: BELOW the measured interval; likely cause: {'; '.join(causes)}"
-        code = 1
+        line = f"{head}: {' and '.join(problems)}; likely cause: {'; '.join(causes)}"
     else:
         line = f"{head}: " + ("above the measured interval" if measured_at.mean > promised.high else "within it")
-        code = 0
     say(line)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     with contextlib.suppress(Exception):  # a read-only store: the line printed is the result
         client.set_tag(run.info.run_id, VERIFY, f"{stamp} {config_path}: {line}"[:7900])
-    return code
+    return 1 if problems else 0

@@ -108,7 +108,9 @@ def _verified(verify_step: str, env: dict[str, str], clone: Path, config: Path) 
     config.write_text(text.replace("max_inflight_per_client: 512", "max_inflight_per_client: 1"))
     bad = subprocess.run(["bash", "-c", verify_step], cwd=clone, env=env, capture_output=True, text=True, timeout=300)
     assert bad.returncode == 1, bad.stdout + bad.stderr
-    assert "BELOW the measured interval; likely cause: served setting limits.max_inflight_per_client 1" in bad.stdout
+    # one query at a time: the other 7 refused (429), whatever the busy machine left of the req/s
+    assert "request(s) refused or failed that the job's kgserve served; likely cause: served setting " in bad.stdout
+    assert "limits.max_inflight_per_client 1 (measured: 512)" in bad.stdout
     config.write_text(text)
 
 
