@@ -3,6 +3,7 @@
     python -m kgserve.runtime_config [--config PATH] get cluster.node      # one value
     python -m kgserve.runtime_config [--config PATH] env                   # shell-quoted KG_*=VALUE lines
     python -m kgserve.runtime_config [--config PATH] pin release.sha256.cuda HEX   # record a checksum
+    (pinnable: release.sha256.<backend>, release.network.sha256, release.alternatives.<name>.sha256)
 
 `get` prints a scalar as is (null as an empty line) and lists/mappings as JSON. Paths come out absolute
 (resolved against the config file's folder, like kgserve does). `env` lines are meant for
@@ -54,6 +55,8 @@ def flatten(settings: Settings) -> dict[str, Any]:
         for backend in settings.release.assets:
             flat[f"release.url.{backend}"] = settings.release.asset_url(backend)
         flat["release.network.path"] = str(config_path.parent / "models" / settings.release.network.name)
+        for key, network in settings.release.alternatives.items():
+            flat[f"release.alternatives.{key}.path"] = str(config_path.parent / "models" / network.name)
     return flat
 
 
@@ -89,15 +92,24 @@ def env_lines(settings: Settings) -> list[str]:
 
 
 def pin_sha256(config_path: Path, key: str, digest: str) -> None:
-    """Write a sha256 into release.sha256.<backend> or release.network.sha256, keeping the file's comments."""
+    """Write a sha256 into release.sha256.<backend>, release.network.sha256 or release.alternatives.<name>.sha256,
+    keeping the file's comments."""
     from ruamel.yaml import YAML
 
     digest = digest.strip().lower()
     if not _SHA256.fullmatch(digest):
         raise ConfigError(f"not a sha256 hex digest: {digest!r}")
     parts = key.split(".")
-    if not (parts[:2] == ["release", "sha256"] and len(parts) == 3) and parts != ["release", "network", "sha256"]:
-        raise ConfigError(f"only release.sha256.<backend> and release.network.sha256 can be pinned, not {key!r}")
+    pinnable = (
+        (parts[:2] == ["release", "sha256"] and len(parts) == 3)
+        or parts == ["release", "network", "sha256"]
+        or (parts[:2] == ["release", "alternatives"] and len(parts) == 4 and parts[3] == "sha256")
+    )
+    if not pinnable:
+        raise ConfigError(
+            "only release.sha256.<backend>, release.network.sha256 and release.alternatives.<name>.sha256 "
+            f"can be pinned, not {key!r}"
+        )
     text = config_path.read_text(encoding="utf-8")
     node = YAML().load(text)
     for part in parts[:-1]:

@@ -199,6 +199,9 @@ class ReleaseSettings(_Strict):
     url_base: str  # <url_base>/<version>/<asset>
     sha256: dict[str, str | None] = {}  # backend -> sha256 of the zip (null: recorded on first download)
     network: ReleaseNetwork
+    # other networks runtime/fetch_katago.sh fetches by name (`network:NAME`), e.g. the previous pin: never served
+    # unless engine.model names their file
+    alternatives: dict[str, ReleaseNetwork] = {}
 
     @field_validator("assets")
     @classmethod

@@ -2,11 +2,14 @@
 # Download the pinned KataGo release builds and the pinned network named in runtime/config.yaml (`release:`).
 #
 #   runtime/fetch_katago.sh [--config PATH] [--force] [TARGET...]      TARGET: cuda trt network (default: all)
+#                                                                      or network:NAME (release.alternatives)
 #
 # Builds go to runtime/bin/<backend>/ (the zip, the AppImage extracted with --appimage-extract because
 # containers have no FUSE, and a `katago` wrapper that engine.backends.<backend>.command points at);
-# the network goes to runtime/models/. Downloads resume (curl -C - / wget -c) and show progress.
-# A pinned sha256 is verified; an unpinned one is computed and written into the config file (commit it).
+# networks go to runtime/models/: `network` the pinned one, `network:NAME` an alternative the config names (the
+# previous pin, say; serve it with engine.model: models/<its file>). Downloads resume (curl -C - / wget -c) and
+# show progress. A published size is checked first; a pinned sha256 is verified; an unpinned one (KataGo publishes
+# none for most files) is computed and written into the config file (commit it).
 # Already-present, verified files are not downloaded again. Works inside and outside the enroot container.
 # Compute nodes often have no internet: run this on the login node first; the job then finds the files.
 set -euo pipefail
@@ -176,11 +179,27 @@ fetch_network() {
   fi
 }
 
+fetch_alternative() {  # NAME: release.alternatives.NAME
+  local key="release.alternatives.$1" url path
+  url="$(kg_runtime_config get "$key.url" 2>/dev/null)" \
+    || kg_die "no network '$1' under release.alternatives in $KG_CONFIG (have: $(alternatives))"
+  path="$(kg_runtime_config get "$key.path")"
+  fetch_file "$url" "$path" "$key.sha256" "$(kg_runtime_config get "$key.sha256")" \
+    "$(kg_runtime_config get "$key.size_bytes")"
+  kg_log "alternative network $1 at $path: serve it with engine.model: models/$(basename "$path")"
+}
+
+alternatives() {
+  { kg_runtime_config get release.alternatives 2>/dev/null || echo '{}'; } \
+    | "$KG_PY" -c 'import json, sys; print(" ".join(json.load(sys.stdin)) or "none")'
+}
+
 for target in "${targets[@]}"; do
   case "$target" in
     network) fetch_network ;;
+    network:*) fetch_alternative "${target#network:}" ;;
     cuda|trt|eigen) fetch_backend "$target" ;;
-    *) kg_die "unknown target '$target' (expected: ${backends[*]} network)" ;;
+    *) kg_die "unknown target '$target' (expected: ${backends[*]} network network:NAME)" ;;
   esac
 done
 kg_log "done: ${targets[*]}"

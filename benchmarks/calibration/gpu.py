@@ -16,17 +16,35 @@ from __future__ import annotations
 
 import argparse
 import json
+import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 
 from benchmarks.calibration.gpu_data import Measurements, read_data, read_sweep
-from benchmarks.calibration.gpu_derive import H100, H200, Derivation, derive
+from benchmarks.calibration.gpu_derive import (
+    H100,
+    H200,
+    Derivation,
+    TransformerDerivation,
+    derive,
+    derive_transformer,
+    net_cost,
+)
 from benchmarks.calibration.gpu_fit import Quality, Scored, fit, quality, round_profile, score
-from kgbench.nets.architectures import architecture
+from kgbench.nets import NetDescription, architecture, describe_model, write_synthetic
 from kgserve.sim.model.profiles import DeviceProfile, get_profile
 
-__all__ = ["derive_from_run", "load_measurements", "main", "profile_source", "render", "render_derivation"]
+__all__ = [
+    "derive_from_run",
+    "derive_transformer_from",
+    "describe_architecture",
+    "load_measurements",
+    "main",
+    "profile_source",
+    "render",
+    "render_derivation",
+]
 
 DEFAULT_BASE = "h100-b40c768nbt"
 CARDS = {"h100": H100, "h200": H200}
@@ -115,6 +133,43 @@ def derive_from_run(
     )
 
 
+def describe_architecture(name: str) -> NetDescription:
+    """A named architecture's description, read off a synthetic net of it written to a temporary file."""
+    with tempfile.TemporaryDirectory(prefix="kgbench-arch-") as folder:
+        path = Path(folder) / f"synthetic-{name}.bin"
+        write_synthetic(architecture(name), path)
+        return describe_model(path)
+
+
+def derive_transformer_from(
+    measured: DeviceProfile, source_arch: str, target_arch: str, target: str, host_cores: int, name: str | None = None
+) -> TransformerDerivation:
+    """`target_arch` on the `target` card from a transformer's fit on the H100 (``gpu_derive.derive_transformer``),
+    the b40c768nbt fit's achieved rate per GFLOP as the high estimate."""
+    return derive_transformer(
+        measured,
+        net_cost(describe_architecture(source_arch)),
+        net_cost(describe_architecture(target_arch)),
+        get_profile(DEFAULT_BASE),
+        H100,
+        CARDS[target],
+        name=name or f"{target}-{target_arch}",
+        host_cores=host_cores,
+    )
+
+
+def render_transformer_derivation(d: TransformerDerivation, target: str) -> str:
+    dev = d.profile
+    return "\n".join(
+        [
+            f"{target} {dev.name} derived: 1/d1 = {d.evals_per_s:,.0f} NN evals/s at large batches (the fit's achieved "
+            f"rate per GFLOP; {d.evals_per_s_high:,.0f} at the convnet fit's; up to x{d.bandwidth_high:.2f} if "
+            "bandwidth-bound)",
+            profile_source(round_profile(dev)),
+        ]
+    )
+
+
 def render_derivation(d: Derivation, target: str) -> str:
     return "\n".join(
         [
@@ -147,6 +202,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--save", type=Path, help="write the fitted profile, its quality and the points (JSON)")
     parser.add_argument("--derive", choices=sorted(CARDS), help="also derive this card's profile from the fit")
     parser.add_argument("--arch", default="b40c768nbt", help="--derive: the net's architecture (kgbench.nets)")
+    parser.add_argument(
+        "--derive-arch", help="--derive: another transformer than --arch (a transformer's fit scaled to it)"
+    )
     parser.add_argument("--derive-host-cores", type=int, default=32, help="--derive: the target node's cores")
     parser.add_argument("--derive-name", help="--derive: the derived profile's name (default CARD-ARCH)")
     args = parser.parse_args(argv)
@@ -170,7 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("\nheld out (scored, not fitted):\n" + render(held_rows, quality(held_rows), dev))
     if not args.check:
         print("\nfitted profile (kgserve/sim/model/profiles.py):\n" + profile_source(dev))
-    if args.derive:
+    if args.derive and args.derive_arch:
+        scaled = derive_transformer_from(
+            dev, args.arch, args.derive_arch, args.derive, args.derive_host_cores, args.derive_name
+        )
+        print("\n" + render_transformer_derivation(scaled, args.derive))
+    elif args.derive:
         if not args.data:
             parser.error("--derive reads gemm.jsonl and nets.jsonl next to the first --data file")
         derived = derive_from_run(

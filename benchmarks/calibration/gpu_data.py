@@ -9,7 +9,9 @@ Three kinds of point:
   req/s, and where known the NN average batch and the engine's cores.
 * ``MemoryPoint``: the device memory a run held at its peak (NVML) for its server threads and batch size.
 
-Sources: ``read_qualification`` (a qualification's results.json, ``python -m kgbench.qualify``), ``read_jsonl`` (the
+Sources: ``read_qualification`` (a qualification's results.json, ``python -m kgbench.qualify``), ``read_job_export``
+(the jobs of several qualifications as MLflow recorded them, docs/data/gpu-h100-2026-11-25/mlflow-jobs.json: only
+their device-memory peaks, their loads being in each results.json), ``read_jsonl`` (the
 JSON lines a device run writes, docs/data/gpu-h100-2026-11-25/run1/results.jsonl:
 ``kind`` ``benchmark`` with a per-thread ``series``, ``kind`` ``engineload`` with its ``result``; lines with an
 ``error`` are skipped) and ``read_sweep`` (a kgbench sweep in MLflow: engine-mode jobs give bench points, load jobs
@@ -35,6 +37,7 @@ __all__ = [
     "Measurements",
     "MemoryPoint",
     "read_data",
+    "read_job_export",
     "read_jsonl",
     "read_qualification",
     "read_sweep",
@@ -139,7 +142,24 @@ def read_data(path: Path, net: str | None = None) -> Measurements:
         data = None  # JSON lines: one object per line
     if isinstance(data, dict) and "steps" in data:
         return read_qualification(data, path.name)
+    if isinstance(data, dict) and data and all(isinstance(jobs, list) for jobs in data.values()):
+        return read_job_export(data, net, path.name)
     return read_jsonl(path, net)
+
+
+def read_job_export(data: Mapping[str, Any], net: str | None = None, name: str = "mlflow-jobs.json") -> Measurements:
+    """{qualification: [job...]} with each job's MLflow params and metrics: the device-memory peak of every job that
+    ran (``net``: keep the qualifications whose name starts with it, e.g. `katrain`)."""
+    out = Measurements()
+    for qualification, jobs in data.items():
+        if net is not None and not qualification.startswith(net):
+            continue
+        for n, job in enumerate(jobs):
+            params, metrics = job.get("params", {}), job.get("metrics", {})
+            servers = _int_param(params, "katago.numNNServerThreadsPerModel", 1)
+            batch = _int_param(params, "katago.nnMaxBatchSize", 256)
+            out.memory += _memory(metrics, servers, batch, f"{name}:{qualification}[{n}]")
+    return out
 
 
 def _cfg_point(

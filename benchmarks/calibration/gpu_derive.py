@@ -1,4 +1,5 @@
-"""Another card's profile derived from a measured one: what the H100's fit says about an H200.
+"""Another card's profile derived from a measured one: what the H100's fit says about an H200 (``derive``: the same
+convnet), and what a transformer's fit says about another transformer (``derive_transformer``, below).
 
 The H200 has the H100's compute (132 SMs, the same clocks, 989 TFLOP/s dense FP16; this workplace measured the same
 bf16 8192^3 GEMM rate on both, 788-798 TFLOP/s) and faster, larger memory (HBM3e, 4.8 TB/s and 141 GB against
@@ -22,9 +23,21 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kgbench.nets.architectures import Architecture
+from kgbench.nets.description import NetDescription
 from kgserve.sim.model.profiles import DeviceProfile
 
-__all__ = ["H100", "H200", "Card", "Derivation", "derive", "trunk_row_s"]
+__all__ = [
+    "H100",
+    "H200",
+    "Card",
+    "Derivation",
+    "NetCost",
+    "TransformerDerivation",
+    "derive",
+    "derive_transformer",
+    "net_cost",
+    "trunk_row_s",
+]
 
 POINTS = 19 * 19
 FP16_BYTES = 2
@@ -101,3 +114,76 @@ def derive(
         peak_tflops=target.peak_tflops,
     )
     return Derivation(profile, trunk_source, trunk_target, rest, 1.0, measured.d1 / d1, measured.d1 / d1_fast)
+
+
+@dataclass(frozen=True)
+class NetCost:
+    """What a transformer's device time and memory scale with, read off a net (kgbench.nets.NetDescription)."""
+
+    gflop: float  # per 19x19 evaluation
+    kernels: int  # weighted layers and attention products: roughly the kernels a batch launches
+    params: int
+    row_elements: int  # a row's widest buffers: attention scores (heads x points^2) + the widest channels x points
+
+
+def net_cost(net: NetDescription) -> NetCost:
+    ffn = [layer.params // net.mid_channels for layer in net.layers if layer.part == "ffn" and layer.kind == "matmul"]
+    widest = max([net.trunk_channels, net.mid_channels, *ffn])
+    heads = max((layer.heads for layer in net.layers), default=0)
+    return NetCost(
+        gflop=net.flops() / 1e9,
+        kernels=sum(1 for layer in net.layers if layer.macs_per_point or layer.attention_dims),
+        params=net.params,
+        row_elements=heads * POINTS * POINTS + widest * POINTS,
+    )
+
+
+@dataclass(frozen=True)
+class TransformerDerivation:
+    profile: DeviceProfile  # the central estimate
+    evals_per_s: float  # 1/d1 of the central estimate: the device's rate at large batches
+    evals_per_s_high: float  # at the convnet's achieved FLOP rate per row (the b40c768nbt's d1 per GFLOP)
+    bandwidth_high: float  # x the target's rate if the device time were all bandwidth-bound
+
+
+def derive_transformer(
+    measured: DeviceProfile,
+    source: NetCost,
+    target_net: NetCost,
+    convnet: DeviceProfile,
+    source_card: Card,
+    target_card: Card,
+    *,
+    name: str,
+    host_cores: int,
+) -> TransformerDerivation:
+    """Another transformer on another card from a transformer's fit (the KaTrain net's on the H100):
+
+    * per row, the device time scales with the FLOPs (d1 x target/source GFLOP): the same kinds of layer at the
+      achieved rate the fit found (the source ran at MFU ~0.09, kernel-bound, so larger matrices may do better: the
+      high estimate is the convnet fit's achieved rate per GFLOP);
+    * per batch, d0 scales with the kernels a batch launches (its weighted layers and attention products);
+    * memory: the weights with the parameters, the per-row and per-row^2 buffers with a row's widest buffers
+      (attention scores heads x points^2 plus the widest channels x points);
+    * the card: the H200 has the H100's SMs and clocks, and a kernel-bound device gains nothing from its bandwidth:
+      the central estimate keeps the source card's device times (up to target/source copy bandwidth if all of it
+      were bandwidth-bound); host terms, waits and the search's constants are the software's and stay.
+    """
+    flops = target_net.gflop / source.gflop
+    rows = target_net.row_elements / source.row_elements
+    profile = replace(
+        measured,
+        name=name,
+        device_name=target_card.device_name,
+        host_cores=host_cores,
+        d0=measured.d0 * target_net.kernels / source.kernels,
+        d1=measured.d1 * flops,
+        weights_gb=measured.weights_gb * target_net.params / source.params,
+        row_gb=measured.row_gb * rows,
+        row2_gb=measured.row2_gb * rows,
+        memory_gb=target_card.memory_gb,
+        peak_tflops=target_card.peak_tflops,
+        net_gflop=round(target_net.gflop, 3),
+    )
+    high = convnet.net_gflop / convnet.d1 / target_net.gflop  # evals/s at the convnet's GFLOP per second per row
+    return TransformerDerivation(profile, 1.0 / profile.d1, high, target_card.copy_tbs / source_card.copy_tbs)

@@ -8,7 +8,8 @@ tree work per visit (``c_visit``), the per-query overhead (``q0``), wasted evalu
 (``waste``) and the oversubscription cost (``oversub``); least squares on the log errors (Nelder-Mead from a few
 seeded starts, in log space so that every constant stays positive). Fixed from the data without fitting: the NN
 cache's in-search hit share (1 - the fewest NN rows per visit a benchmark point saw) and the memory terms (a linear
-fit of the peak device memory to server threads and batch size). ``batch_exponent`` stays the base profile's (1:
+fit of the peak device memory to server threads and batch size, with a batch-squared term where a linear one does not
+fit: a transformer's CUDA graphs, ``fit_memory``). ``batch_exponent`` stays the base profile's (1:
 a batch's device time linear in its rows, so the device's rate never passes 1 / d1).
 """
 
@@ -159,17 +160,26 @@ def hit_share(bench: Sequence[BenchPoint], default: float) -> float:
     return min(0.5, max(0.0, 1.0 - min(ratios))) if ratios else default
 
 
-def fit_memory(points: Sequence[MemoryPoint]) -> tuple[float, float, float] | None:
-    """(base_gb, weights_gb, row_gb): peak = base + servers x (weights + batch x row), least squares; None when
-    the points do not tell the three apart."""
-    if len({(p.server_threads, p.max_batch) for p in points}) < 3:
-        return None
-    a = np.array([[1.0, p.server_threads, p.server_threads * p.max_batch] for p in points])
+def fit_memory(points: Sequence[MemoryPoint]) -> tuple[float, float, float, float] | None:
+    """(base_gb, weights_gb, row_gb, row2_gb): peak = base + servers x (weights + batch x row + batch^2 x row2),
+    least squares. Linear in the batch first (row2 = 0: a convnet's buffers); when that needs a negative term and
+    four batch sizes or server counts tell them apart, with the square (a transformer's CUDA graphs, one per batch
+    size). None when the points do not tell the terms apart."""
     y = np.array([p.peak_gib for p in points])
-    (base, weights, row), *_ = np.linalg.lstsq(a, y, rcond=None)
-    if min(base, weights, row) < 0:
-        return None
-    return float(base), float(weights), float(row)
+    for square in (False, True):
+        if len({(p.server_threads, p.max_batch) for p in points}) < (4 if square else 3):
+            return None
+        a = np.array(
+            [
+                [1.0, p.server_threads, p.server_threads * p.max_batch]
+                + ([p.server_threads * p.max_batch**2] if square else [])
+                for p in points
+            ]
+        )
+        terms = [float(t) for t in np.linalg.lstsq(a, y, rcond=None)[0]]
+        if min(terms) >= 0:
+            return (terms[0], terms[1], terms[2], terms[3] if square else 0.0)
+    return None
 
 
 def _c_visit_cap(loads: Sequence[LoadPoint]) -> float:
@@ -198,7 +208,7 @@ def fit(
     start = _with(base, {**fixed, "search_hit": hit_share(data.bench, base.search_hit)})
     memory = fit_memory(data.memory)
     if memory is not None:
-        start = replace(start, base_gb=memory[0], weights_gb=memory[1], row_gb=memory[2])
+        start = replace(start, base_gb=memory[0], weights_gb=memory[1], row_gb=memory[2], row2_gb=memory[3])
     cap = _c_visit_cap(data.loads)
     rng = random.Random(seed)
     best_x, best_value = _to_x(start, names), math.inf
@@ -217,7 +227,7 @@ def round_profile(dev: DeviceProfile, digits: int = 3) -> DeviceProfile:
     def sig(v: float) -> float:
         return 0.0 if abs(v) < 1e-8 else float(f"{v:.{digits}g}")
 
-    names = (*FITTED, "search_hit", "base_gb", "weights_gb", "row_gb")
+    names = (*FITTED, "search_hit", "base_gb", "weights_gb", "row_gb", "row2_gb")
     return _with(dev, {k: sig(getattr(dev, k)) for k in names})
 
 

@@ -1,13 +1,16 @@
 """`python -m kgbench.report [--sweep ID] [--experiment NAME] [--out DIR]`: a sweep as a table and pictures.
 
 Writes to DIR (default kgbench-reports/<sweep id>) and logs to the sweep's parent run under `report/`:
-  runs.csv                       one row per run: backend, swept keys, req/s with its 95% interval, goodput,
-                                 the knee, visits/s, p50, p99, errors, NN avg batch size, GPU utilisation,
+  runs.csv                       one row per run: backend, network (when the sweep ran several), swept keys,
+                                 req/s with its 95% interval, goodput, the knee, visits/s, NN evals/s and MFU
+                                 (where measured), p50, p99, errors, NN avg batch size, GPU utilisation,
                                  engine start-up (with TensorRT: the engine build), status and flags
+  nets.csv                       with several networks: one row per net, its best run's req/s, NN evals/s, MFU
   pareto.png                     req/s against p99 per backend (Pareto fronts, error bars, the winner circled)
   throughput_vs_concurrency.png  req/s per concurrency level per run, error bars, knees marked
                                  (mode=engine: visits/s per thread count)
-  summary.md                     the table in Markdown, the winner under the promote rule, the pictures
+  summary.md                     the table in Markdown, the winner under the promote rule (one per network:
+                                 promote chooses within one), the networks side by side, the pictures
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from kgbench.decide import runs as runlib
+from kgbench.decide.nets import CHOICE_NOTE, net_bests, net_of, nets_frame
 from kgbench.decide.reportplots import concurrency_plot, pareto_plot
-from kgbench.decide.selection import RULE, Selection, choose_winner
+from kgbench.decide.selection import RULE, Selection
 from kgbench.track.coldstart import ColdStart, cold_start
 from kgbench.track.schema import BACKEND, BUILD_GROUP, PROMOTED, SIMULATED, TRT_CACHE
 from kgserve.paths import PROJECT_ROOT
@@ -48,6 +52,7 @@ METRIC_COLUMNS = (
     "engine_start_s",
 )
 ENGINE_COLUMNS = ("recommended_threads", "max_visits_per_s")  # mode=engine only: shown when present
+EFFICIENCY_COLUMNS = ("nn_evals_per_s", "mfu")  # kgbench.track.efficiency: shown when some run measured them
 LEVEL_SERIES = ("level_req_per_s", "concurrency (queries in flight)", "throughput (req/s)")
 ENGINE_SERIES = ("bench_visits_per_s", "search threads (katago benchmark)", "visits/s")
 
@@ -64,13 +69,19 @@ def _short(key: str) -> str:
     return key.split(".", 1)[-1] if key.startswith(runlib.SWEPT_PARAM_PREFIXES) else key
 
 
+def _selections(runs: list[Run]) -> list[Selection]:
+    """The promote rule's choice (simulated runs allowed, no SLO) within each network the runs ran."""
+    return [nb.selection for nb in net_bests(runs, allow_synthetic=False)]
+
+
 def build_table(runs: list[Run], selection: Selection | None = None) -> pd.DataFrame:
     """One row per run, best req/s first; the swept keys as columns; `winner` marks the promote rule's
-    choice (simulated runs allowed, no SLO)."""
+    choice (simulated runs allowed, no SLO), one per network when the runs ran several."""
     keys = [k for k in runlib.swept_keys(runs) if k != "backend"]
-    selection = selection or choose_winner(runlib.candidates(runs), allow_simulated=True)
-    winner = selection.winner.run_id if selection.winner else None
-    verdicts = {v.candidate.run_id: v.reason for v in selection.verdicts}
+    selections = [selection] if selection is not None else _selections(runs)
+    winners = {s.winner.run_id for s in selections if s.winner}
+    verdicts = {v.candidate.run_id: v.reason for s in selections for v in s.verdicts}
+    several = len({net_of(run) for run in runs}) > 1
     rows = []
     for run in runs:
         tags, params, metrics = run.data.tags, run.data.params, run.data.metrics
@@ -78,8 +89,10 @@ def build_table(runs: list[Run], selection: Selection | None = None) -> pd.DataF
             "run": run.info.run_id[:8],
             "backend": tags.get(BACKEND) or params.get("backend", ""),
         }
+        if several:
+            row["net"] = net_of(run)
         row.update({_short(k): params.get(k) for k in keys})
-        row.update({m: metrics.get(m) for m in (*METRIC_COLUMNS, *ENGINE_COLUMNS)})
+        row.update({m: metrics.get(m) for m in (*METRIC_COLUMNS, *EFFICIENCY_COLUMNS, *ENGINE_COLUMNS)})
         row.update(
             {
                 "trt_cache": tags.get(TRT_CACHE),
@@ -88,18 +101,18 @@ def build_table(runs: list[Run], selection: Selection | None = None) -> pd.DataF
                 "status": run.info.status,
                 "simulated": tags.get(SIMULATED) == "true",
                 "promoted": tags.get(PROMOTED) == "true",
-                "verdict": "winner" if run.info.run_id == winner else (verdicts.get(run.info.run_id) or "eligible"),
-                "winner": run.info.run_id == winner,
+                "verdict": "winner" if run.info.run_id in winners else (verdicts.get(run.info.run_id) or "eligible"),
+                "winner": run.info.run_id in winners,
                 "label": runlib.label_of(run, keys),
                 "run_id": run.info.run_id,
             }
         )
         rows.append(row)
     table = pd.DataFrame(rows)
-    for column in (*METRIC_COLUMNS, *ENGINE_COLUMNS):
+    for column in (*METRIC_COLUMNS, *EFFICIENCY_COLUMNS, *ENGINE_COLUMNS):
         if column in table.columns:
             table[column] = pd.to_numeric(table[column], errors="coerce")
-    optional = (*ENGINE_COLUMNS, "trt_cache", "build_group")
+    optional = (*EFFICIENCY_COLUMNS, *ENGINE_COLUMNS, "trt_cache", "build_group")
     table = table.drop(columns=[c for c in optional if c in table.columns and table[c].isna().all()])
     if not table.empty:
         table = table.sort_values(["req_per_s", "visits_per_s"], ascending=False, na_position="last", kind="stable")
@@ -131,6 +144,21 @@ def _series(client: MlflowClient, runs: list[Run], key: str) -> dict[str, dict[i
     return out
 
 
+def _nets_section(nets: pd.DataFrame) -> list[str]:
+    """The networks side by side (several in one sweep), and why promote does not choose between them."""
+    if len(nets) < 2:
+        return []
+    return [
+        "## Networks",
+        "",
+        f"{CHOICE_NOTE}. Each net's best run by promote's rule (synthetic nets included: their cost is the real "
+        "layout's), fastest first:",
+        "",
+        markdown_table(nets, list(nets.columns)),
+        "",
+    ]
+
+
 def _summary(
     sweep_id: str,
     parent: Run,
@@ -139,6 +167,7 @@ def _summary(
     winner: str | None,
     decision: str | None,
     start: ColdStart,
+    nets: pd.DataFrame | None = None,
 ) -> str:
     simulated = bool(table["simulated"].any()) if not table.empty else False
     lines = [
@@ -152,19 +181,23 @@ def _summary(
     ]
     if simulated:
         lines.append("- **SIMULATED**: some runs used kgserve.sim, not KataGo on a GPU; their numbers are not real.")
-    if winner:
-        row = table[table["run_id"] == winner].iloc[0]
+    several = "net" in table.columns
+    for run_id in table.loc[table["winner"], "run_id"] if several else ([winner] if winner else []):
+        row = table[table["run_id"] == run_id].iloc[0]
+        within = f" of net `{row['net']}`" if several else ""
         lines.append(
-            f"- winner under the rule (no SLO): `{winner}` backend **{row['backend']}** {row['label']} "
+            f"- winner under the rule (no SLO){within}: `{run_id}` backend **{row['backend']}** {row['label']} "
             f"- {_cell(row['req_per_s'])} req/s, p99 {_cell(row['p99_ms'])} ms "
-            f"(`python -m kgbench.promote --sweep {sweep_id}`)"
+            f"(`python -m kgbench.promote --sweep {sweep_id}`{' --run ' + str(run_id) if several else ''})"
         )
-        if decision:
-            lines.append(f"- decision: {decision}")
-    else:
+    if winner and decision and not several:
+        lines.append(f"- decision: {decision}")
+    if several:
+        lines.append(f"- several networks: {CHOICE_NOTE}")
+    if not winner and not (several and table["winner"].any()):
         lines.append("- no run satisfies the promote rule")
+    lines += ["", *_nets_section(nets if nets is not None else pd.DataFrame())]
     lines += [
-        "",
         "## Runs",
         "",
         markdown_table(table, columns),
@@ -189,12 +222,17 @@ def write_report(
     sweep_id = runlib.sweep_id_of(parent)
     runs = runlib.sweep_children(client, parent)
     out_dir.mkdir(parents=True, exist_ok=True)
-    selection = choose_winner(runlib.candidates(runs), allow_simulated=True)
+    selections = _selections(runs)
+    selection = selections[0] if len(selections) == 1 else None
     table = build_table(runs, selection)
     winner = str(table.loc[table["winner"], "run_id"].iloc[0]) if not table.empty and table["winner"].any() else None
     shown = [c for c in table.columns if c not in ("winner", "label", "run_id")]
     files = {"csv": out_dir / "runs.csv", "summary": out_dir / "summary.md"}
     table.drop(columns=["label"], errors="ignore").to_csv(files["csv"], index=False)
+    nets = nets_frame(net_bests(runs)) if len(selections) > 1 else pd.DataFrame()
+    if not nets.empty:
+        files["nets"] = out_dir / "nets.csv"
+        nets.to_csv(files["nets"], index=False)
     files["pareto"] = pareto_plot(table, out_dir / "pareto.png", f"sweep {sweep_id}: req/s vs p99")
     key, xlabel, ylabel = LEVEL_SERIES
     series = _series(client, runs, key)
@@ -224,8 +262,9 @@ def write_report(
             table,
             shown,
             winner,
-            selection.decision.explanation if selection.decision else None,
+            selection.decision.explanation if selection is not None and selection.decision else None,
             cold_start(runs),
+            nets,
         ),
         encoding="utf-8",
     )

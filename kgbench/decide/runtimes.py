@@ -16,6 +16,7 @@ from pathlib import Path
 
 from mlflow.entities import Run
 
+from kgbench.decide.nets import CHOICE_NOTE
 from kgbench.track.runtime_id import RuntimeId, backend_family, runtime_of
 from kgbench.track.schema import SIMULATED, SYNTHETIC_NET
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_settings
@@ -85,7 +86,9 @@ class RuntimeChoice:
             return ""
         count = sum(n for _, n in self.left_out)
         named = "; ".join(f"{n} {rt.describe()}" for rt, n in self.left_out[:_LISTED])
-        return f"left out {count} run{'s' if count != 1 else ''} of another runtime: {named}"
+        chosen = {runtime_of(r.data.tags, r.data.params).model for r in self.runs}
+        note = f" ({CHOICE_NOTE})" if {rt.model for rt, _ in self.left_out} - chosen else ""
+        return f"left out {count} run{'s' if count != 1 else ''} of another runtime: {named}{note}"
 
 
 def _flagged(run: Run, tag: str) -> bool:
@@ -103,6 +106,11 @@ def _group(runs: Sequence[Run], ids: dict[str, RuntimeId], here: str, refuse: Ca
     if len(local) == 1:
         return local[0]
     named = "; ".join(ids[members[0].info.run_id].describe() for members in groups.values())
+    if len({key[2] for key in groups}) > 1:  # several networks side by side (the `net` group)
+        raise refuse(
+            f"its runs are of {len(groups)} runtimes ({named}): {CHOICE_NOTE}. Promote one network's best with "
+            "--run ID (the sweep's end and its report name each net's best run)"
+        )
     raise refuse(f"its runs are of {len(groups)} runtimes ({named}): promote one with --run ID")
 
 

@@ -3,7 +3,7 @@
 `python -m kgbench.nets flops MODEL`, `python -m kgbench.nets synth ARCH OUT`, `python -m kgbench.nets katrain`.
 """
 
-from kgbench.nets.architectures import ARCHITECTURES, Architecture, architecture
+from kgbench.nets.architectures import ARCHITECTURES, PINNED_ARCHITECTURE, Architecture, Transformer, architecture
 from kgbench.nets.description import Layer, NetDescription
 from kgbench.nets.parse import describe_model
 from kgbench.nets.stream import ModelFormatError
@@ -20,12 +20,14 @@ from kgserve.katago.netfile import (
 __all__ = [
     "ARCHITECTURES",
     "KATRAIN_NET_FILE",
+    "PINNED_ARCHITECTURE",
     "SYNTHETIC_PREFIX",
     "Architecture",
     "KatrainNetMissing",
     "Layer",
     "ModelFormatError",
     "NetDescription",
+    "Transformer",
     "architecture",
     "describe_model",
     "is_synthetic_model",

@@ -1,6 +1,7 @@
 """`python -m kgbench.nets`: describe a KataGo network, write a synthetic one, find the KaTrain net.
 
-flops MODEL [--board N] [--json]   architecture, weights and FLOPs per evaluation (N x N board, default 19)
+flops MODEL [--board N] [--json]   architecture, weights and FLOPs per evaluation (N x N board, default 19), split
+                                   into the trunk's convolutions, attention, feed-forward and the heads
 synth ARCH OUT [--seed S]          write ARCH with random weights to OUT (.bin, or .bin.gz)
 architectures                      the architectures `synth` knows
 katrain                            the path of the net inside the installed katrain package
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kgbench.nets.architectures import ARCHITECTURES, architecture
-from kgbench.nets.description import NetDescription
+from kgbench.nets.description import PARTS, NetDescription
 from kgbench.nets.parse import describe_model
 from kgbench.nets.stream import ModelFormatError
 from kgbench.nets.synth import write_synthetic
@@ -36,26 +37,33 @@ def describe(net: NetDescription, board: int) -> dict[str, object]:
         "trunk_channels": net.trunk_channels,
         "mid_channels": net.mid_channels,
         "params": net.params,
+        "floats": net.floats,
         "spatial_weights": net.spatial_weights,
         "attention_layers": net.attention_layers,
         "board": board,
         "flops_per_eval": flops,
         "attention_flops_per_eval": net.attention_flops(board),
+        "flops_by_part": net.flops_by_part(board),
         "rule_of_thumb_flops": net.rule_of_thumb_flops(board),
         "flops_over_rule_of_thumb": flops / net.rule_of_thumb_flops(board),
     }
 
 
-def _print_description(info: dict[str, object]) -> None:
+_PART_NAMES = {"conv": "convolutions", "attention": "attention", "ffn": "feed-forward", "heads": "heads"}
+
+
+def _print_description(net: NetDescription, board: int) -> None:
+    flops, parts = net.flops(board), net.flops_by_part(board)
+    split = ", ".join(f"{_PART_NAMES[p]} {parts[p] / 1e9:.3f} ({parts[p] / flops:.1%})" for p in PARTS if parts[p])
     print(
-        f"{info['name']}: {info['architecture']} (model version {info['version']}"
-        f"{', SYNTHETIC: random weights' if info['synthetic'] else ''})\n"
-        f"  {info['params']:,} params ({info['spatial_weights']:,} applied at every board point), "
-        f"{info['attention_layers']} attention layers\n"
-        f"  {float(info['flops_per_eval']) / 1e9:.3f} GFLOP per {info['board']}x{info['board']} evaluation "  # type: ignore[arg-type]
-        f"(attention {float(info['attention_flops_per_eval']) / 1e9:.3f}); "  # type: ignore[arg-type]
-        f"2 x weights x points = {float(info['rule_of_thumb_flops']) / 1e9:.3f} "  # type: ignore[arg-type]
-        f"(ratio {float(info['flops_over_rule_of_thumb']):.3f})"  # type: ignore[arg-type]
+        f"{net.name}: {net.architecture} (model version {net.version}"
+        f"{', SYNTHETIC: random weights' if net.synthetic else ''})\n"
+        f"  {net.params:,} params as KataGo counts them ({net.floats:,} floats in the file; "
+        f"{net.spatial_weights:,} weights applied at every board point), {net.attention_layers} attention layers\n"
+        f"  {flops / 1e9:.3f} GFLOP per {board}x{board} evaluation: {split}\n"
+        f"  2 x weights x points = {net.rule_of_thumb_flops(board) / 1e9:.3f} GFLOP "
+        f"(ratio {flops / net.rule_of_thumb_flops(board):.3f}; attention's points^2 products "
+        f"{net.attention_flops(board) / 1e9:.3f})"
     )
 
 
@@ -81,14 +89,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "flops":
             if args.board < 2 or args.board > 37:
                 raise ValueError(f"--board {args.board}: KataGo boards are 2..37")
-            info = describe(describe_model(args.model), args.board)
-            print(json.dumps(info)) if args.json else _print_description(info)
+            net = describe_model(args.model)
+            print(json.dumps(describe(net, args.board))) if args.json else _print_description(net, args.board)
         elif args.command == "synth":
             weights = write_synthetic(architecture(args.architecture), args.out, seed=args.seed)
             print(f"wrote {args.out}: synthetic {args.architecture}, {weights:,} weights (random: for throughput only)")
         elif args.command == "architectures":
             for arch in ARCHITECTURES.values():
-                print(f"{arch.name}: {arch.num_blocks} blocks, trunk {arch.trunk}, mid {arch.mid}, gpool {arch.gpool}")
+                t = arch.transformer
+                inner = (
+                    f"{t.pairs} attention+FFN pairs, {t.heads} heads of {arch.head_dim}, FFN {t.ffn}"
+                    if t is not None
+                    else f"gpool {arch.gpool}"
+                )
+                print(f"{arch.name}: {arch.num_blocks} blocks, trunk {arch.trunk}, mid {arch.mid}, {inner}")
         else:
             print(katrain_model_path())
     except (ModelFormatError, ValueError, KatrainNetMissing, OSError) as exc:

@@ -6,7 +6,12 @@ from dataclasses import dataclass, field
 
 from kgserve.katago.netfile import SYNTHETIC_PREFIX
 
-__all__ = ["Layer", "NetDescription"]
+__all__ = ["PARTS", "Layer", "NetDescription"]
+
+# where a layer's FLOPs go in `python -m kgbench.nets flops`: the trunk's convolutions (with its input layer and
+# global pooling), the attention blocks (q/k/v/out projections and the points^2 score and mixing products), the
+# transformer feed-forward blocks, and the policy and value heads
+PARTS = ("conv", "attention", "ffn", "heads")
 
 
 @dataclass(frozen=True)
@@ -20,6 +25,11 @@ class Layer:
     macs_per_point: int = 0  # convolutions and per-position projections (transformer q/k/v/out, FFN)
     macs_fixed: int = 0  # once per evaluation: global-pooling and value-head matmuls
     attention_dims: int = 0  # heads x (qHeadDim + vHeadDim): QK^T and attention x V, each points^2 x dims MACs
+    heads: int = 0  # attention heads (a points x points score matrix each)
+    part: str = "conv"  # one of PARTS
+
+    def flops(self, points: int) -> float:
+        return 2.0 * (self.macs_per_point * points + self.macs_fixed + self.attention_dims * points * points)
 
 
 @dataclass(frozen=True)
@@ -35,6 +45,7 @@ class NetDescription:
     gpool_channels: int
     block_kinds: tuple[str, ...]  # the trunk's top-level blocks: ordinary, gpool, nested_bottleneck[...], ...
     layers: tuple[Layer, ...] = field(repr=False)
+    floats: int = 0  # floats in the file: params plus the batch norms' running means and variances
 
     @property
     def synthetic(self) -> bool:
@@ -42,6 +53,7 @@ class NetDescription:
 
     @property
     def params(self) -> int:
+        """As KataGo counts them (its log's "N params"): batch norms' learned scale and bias only."""
         return sum(layer.params for layer in self.layers)
 
     @property
@@ -62,12 +74,14 @@ class NetDescription:
 
     def flops(self, board: int = 19) -> float:
         """FLOPs of one evaluation on a `board` x `board` board (KataGo evaluates the whole padded board)."""
-        points = board * board
-        macs = sum(
-            layer.macs_per_point * points + layer.macs_fixed + layer.attention_dims * points * points
-            for layer in self.layers
-        )
-        return 2.0 * macs
+        return sum(layer.flops(board * board) for layer in self.layers)
+
+    def flops_by_part(self, board: int = 19) -> dict[str, float]:
+        """flops() split into PARTS (they sum to it)."""
+        out = dict.fromkeys(PARTS, 0.0)
+        for layer in self.layers:
+            out[layer.part] += layer.flops(board * board)
+        return out
 
     def attention_flops(self, board: int = 19) -> float:
         points = board * board

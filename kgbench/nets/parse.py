@@ -23,6 +23,10 @@ class _Parser:
         self.r = reader
         self.version = version
         self.layers: list[Layer] = []
+        self.part = "conv"  # where the layers being read count (description.PARTS)
+
+    def add(self, name: str, kind: str, params: int, **cost: int) -> None:
+        self.layers.append(Layer(name, kind, params, part=self.part, **cost))
 
     # -- layers -----------------------------------------------------------------------------------------------
     def conv(self) -> tuple[int, int]:
@@ -32,7 +36,7 @@ class _Parser:
             raise ModelFormatError(f"{name}: bad conv shape {ky}x{kx} {cin}->{cout} dilation {dy},{dx}")
         self.r.floats(ky * kx * cin * cout, name)
         macs = ky * kx * cin * cout
-        self.layers.append(Layer(name, "conv", macs, macs_per_point=macs))
+        self.add(name, "conv", macs, macs_per_point=macs)
         return cin, cout
 
     def batch_norm(self) -> int:
@@ -47,7 +51,7 @@ class _Parser:
         for _ in range(2 + learned):  # running mean and variance, then the learned scale and bias
             self.r.floats(channels, name)
         # KataGo counts only the learned scale and bias as parameters (its log's "N params"): so do we
-        self.layers.append(Layer(name, "norm", learned * channels))
+        self.add(name, "norm", learned * channels)
         return channels
 
     def norm_act(self) -> None:
@@ -69,16 +73,16 @@ class _Parser:
         self.r.floats(cin * cout, name)
         macs = cin * cout
         if per_point:
-            self.layers.append(Layer(name, "matmul", macs, macs_per_point=macs))
+            self.add(name, "matmul", macs, macs_per_point=macs)
         else:
-            self.layers.append(Layer(name, "matmul", macs, macs_fixed=macs))
+            self.add(name, "matmul", macs, macs_fixed=macs)
         return cin, cout
 
     def mat_bias(self) -> int:
         name = self.r.token("matbias layer name")
         channels = self.r.integer(f"{name}: channels")
         self.r.floats(channels, name)
-        self.layers.append(Layer(name, "bias", channels))
+        self.add(name, "bias", channels)
         return channels
 
     def transformer_norm(self) -> int:
@@ -86,7 +90,7 @@ class _Parser:
         channels = self.r.integer(f"{name}: channels")
         self.r.number(f"{name}: epsilon")
         self.r.floats(channels, name)
-        self.layers.append(Layer(name, "norm", channels))
+        self.add(name, "norm", channels)
         return channels
 
     def rms_norm(self) -> int:
@@ -98,7 +102,7 @@ class _Parser:
             raise ModelFormatError(f"{name}: grouped spatial RMSNorm is not supported")
         self.r.floats(channels, name)
         self.r.floats(channels, name)
-        self.layers.append(Layer(name, "norm", 2 * channels))
+        self.add(name, "norm", 2 * channels)
         return channels
 
     def unused_options(self, count: int, what: str) -> None:
@@ -162,6 +166,7 @@ class _Parser:
         heads, kv_heads, q_dim, v_dim, use_rope, learnable = (self.r.integer(f"{name}: header") for _ in range(6))
         if min(heads, kv_heads, q_dim, v_dim) < 1 or heads % kv_heads:
             raise ModelFormatError(f"{name}: bad attention header")
+        outer, self.part = self.part, "attention"
         self.transformer_norm()
         q_in, _ = self.matmul(per_point=True)
         for _ in range(3):  # k, v, out
@@ -171,11 +176,12 @@ class _Parser:
             rope = self.r.token(f"{name}: rope freqs name")
             n_kv, pairs, two = (self.r.integer(f"{rope}: shape") for _ in range(3))
             self.r.floats(n_kv * pairs * two, rope)
-            self.layers.append(Layer(rope, "rope", n_kv * pairs * two))
+            self.add(rope, "rope", n_kv * pairs * two)
         elif use_rope:
             self.r.token(f"{name}: rope theta name")
             self.r.number(f"{name}: rope theta")
-        self.layers.append(Layer(f"{name}.attention", "attention", 0, attention_dims=heads * (q_dim + v_dim)))
+        self.add(f"{name}.attention", "attention", 0, attention_dims=heads * (q_dim + v_dim), heads=heads)
+        self.part = outer
         return "attention"
 
     def ffn_block(self, channels: int) -> str:
@@ -184,9 +190,11 @@ class _Parser:
         self.r.integer(f"{name}: ffn channels")
         swiglu = self.r.integer(f"{name}: useSwiGLU")
         self._check_channels(name, width, channels)
+        outer, self.part = self.part, "ffn"
         self.transformer_norm()
         for _ in range(3 if swiglu else 2):
             self.matmul(per_point=True)
+        self.part = outer
         return "ffn"
 
     @staticmethod
@@ -285,11 +293,14 @@ def parse_model(reader: TokenReader) -> NetDescription:
     p = _Parser(reader)
     name, inputs, global_inputs, meta_encoder = _header(p)
     trunk, mid, gpool, kinds = p.trunk(meta_encoder)
+    p.part = "heads"
     p.policy_head()
     p.value_head()
     if not reader.at_end():
         raise ModelFormatError(f"{name}: unexpected data after the value head (byte {reader.position})")
-    return NetDescription(name, p.version, inputs, global_inputs, trunk, mid, gpool, tuple(kinds), tuple(p.layers))
+    return NetDescription(
+        name, p.version, inputs, global_inputs, trunk, mid, gpool, tuple(kinds), tuple(p.layers), reader.floats_read
+    )
 
 
 def describe_model(path: Path) -> NetDescription:

@@ -52,6 +52,7 @@ class TokenReader:
         self._data = data
         self._pos = 0
         self._binary = binary_floats
+        self.floats_read = 0  # every float block's length: what the file holds (KataGo's count leaves out BN stats)
 
     @property
     def position(self) -> int:
@@ -86,6 +87,7 @@ class TokenReader:
     def floats(self, count: int, what: str, keep: bool = False) -> np.ndarray | None:
         """Skips (or returns, with `keep`) a block of `count` floats; like desc.cpp, rejects NaN and infinity only
         when the values are kept (checking every weight of a 236 M-weight net costs seconds)."""
+        self.floats_read += count
         if not self._binary:
             values = np.array([self.number(what) for _ in range(count)], dtype=np.float32)
             return values if keep else None

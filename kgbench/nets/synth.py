@@ -2,9 +2,11 @@
 
 It costs the GPU exactly what a trained net of the same layout costs per evaluation (the same layers and shapes);
 its analyses mean nothing. The model name in the file starts with `synthetic-`, and KataGo reports that name, so a
-synthetic net cannot pass for a real one. Weights: He-scaled normal convolutions and matmuls, the last convolution
-of every residual branch scaled down so that forty blocks of residual sums stay far inside FP16's range, identity
-batch norms (mean 0, variance 1, scale 1, bias 0).
+synthetic net cannot pass for a real one. Weights: He-scaled normal convolutions and matmuls, the last layer of
+every residual branch (convolution, attention output, feed-forward output) scaled down so that forty blocks of
+residual sums stay far inside FP16's range, identity batch norms (mean 0, variance 1, scale 1, bias 0), RMSNorms of
+weight 1, learnable RoPE frequencies spread over a few octaves. The layout follows KataGo v1.17.2's writer
+(`export_model_pytorch.py`) and reader (`cpp/neuralnet/desc.cpp`) layer for layer.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ _GLOBAL_INPUT_CHANNELS = 19
 _POST_PROCESS = (20.0, 20.0, 20.0, 20.0, 40.0, 0.25, 150.0)  # what kata1 nets write (td score .. shortterm score)
 _RESIDUAL_GAIN = 0.2  # scale of a residual branch's last layer: the trunk's variance grows by ~gain^2 a block
 _EPSILON = 1e-20  # KataGo's exporter writes this epsilon for fixup/bias norms
+_RMS_EPSILON = 1e-6  # torch.nn.RMSNorm's, as the KaTrain net's file has it
+_POLICY_CHANNELS = 2  # version 17: policy and optimistic policy (4 adds the q-value outputs no released net has)
 
 
 class _NetWriter:
@@ -65,6 +69,25 @@ class _NetWriter:
         self.act(f"{name}.act")
         self.conv(f"{name}.conv", size, cin, cout, gain)
 
+    def transformer_norm(self, name: str, channels: int) -> None:
+        self.w.line(name, channels, _RMS_EPSILON)
+        self.w.floats(np.ones(channels, np.float32))
+
+    def rms_norm(self, name: str, channels: int) -> None:
+        """The spatial RMSNorm before the heads ("-rsnh"): gamma 1, beta 0, no channel groups."""
+        self.w.line(name, channels, _RMS_EPSILON, 1, 0)
+        self.w.floats(np.ones(channels, np.float32))
+        self.w.floats(np.zeros(channels, np.float32))
+
+    def rope_freqs(self, name: str, kv_heads: int, pairs: int) -> None:
+        """(kv heads, pairs, x/y) angular frequencies: a geometric ladder over 1..1/64 radians a point, turned a
+        little per head and pair so that the two board axes mix as trained ones do."""
+        scale = np.geomspace(1.0, 1.0 / 64, pairs, dtype=np.float32)
+        angle = self.rng.uniform(0.0, 2 * np.pi, (kv_heads, pairs)).astype(np.float32)
+        freqs = np.stack([scale * np.cos(angle), scale * np.sin(angle)], axis=-1)
+        self.w.line(name, kv_heads, pairs, 2)
+        self.w.floats(freqs)
+
     # -- blocks -----------------------------------------------------------------------------------------------
     def inner_block(self, name: str, pool: bool) -> None:
         mid, gpool = self.arch.mid, self.arch.gpool
@@ -83,13 +106,44 @@ class _NetWriter:
             self.norm_act_conv(first, 3, mid, mid)
             self.norm_act_conv(f"{name}.normactconv2", 3, mid, mid, gain=_RESIDUAL_GAIN)
 
+    def attention_block(self, name: str) -> None:
+        a, t = self.arch, self.arch.transformer
+        assert t is not None
+        dim, heads, kv = a.head_dim, t.heads, t.num_kv_heads
+        self.w.line("transformer_attention_block", name, heads, kv, dim, dim, 1, 1 if t.learnable_rope else 0)
+        self.transformer_norm(f"{name}.norm1", a.mid)
+        self.matmul(f"{name}.q_proj", a.mid, heads * dim)
+        self.matmul(f"{name}.k_proj", a.mid, kv * dim)
+        self.matmul(f"{name}.v_proj", a.mid, kv * dim)
+        self.matmul(f"{name}.out_proj", heads * dim, a.mid, gain=_RESIDUAL_GAIN)
+        if t.learnable_rope:
+            self.rope_freqs(f"{name}.rope_freqs", kv, dim // 2)
+        else:
+            self.w.line(f"{name}.rope_theta", 100.0)
+
+    def ffn_block(self, name: str) -> None:
+        a, t = self.arch, self.arch.transformer
+        assert t is not None
+        self.w.line("transformer_ffn_block", name, a.mid, t.ffn, 1)  # SwiGLU
+        self.transformer_norm(f"{name}.norm", a.mid)
+        self.matmul(f"{name}.ffn_linear1", a.mid, t.ffn)
+        self.matmul(f"{name}.ffn_linear_gate", a.mid, t.ffn)
+        self.matmul(f"{name}.ffn_linear2", t.ffn, a.mid, gain=_RESIDUAL_GAIN)
+
     def nested_block(self, index: int, pool: bool) -> None:
         name = f"model.blocks.{index}"
-        trunk, mid = self.arch.trunk, self.arch.mid
-        self.w.line("nested_bottleneck_block", name, 2)
+        trunk, mid, t = self.arch.trunk, self.arch.mid, self.arch.transformer
+        inner = 2 * t.pairs if t is not None else 2
+        self.w.line("nested_bottleneck_block", name, inner)
         self.norm_act_conv(f"{name}.normactconvp", 1, trunk, mid)
-        self.inner_block(f"{name}.blockstack.0", pool)
-        self.inner_block(f"{name}.blockstack.1", False)
+        for i in range(inner):
+            stack = f"{name}.blockstack.{i}"
+            if t is None:
+                self.inner_block(stack, pool and i == 0)
+            elif i % 2 == 0:
+                self.attention_block(stack)
+            else:
+                self.ffn_block(stack)
         self.norm_act_conv(f"{name}.normactconvq", 1, mid, trunk, gain=_RESIDUAL_GAIN)
 
     # -- the file -----------------------------------------------------------------------------------------------
@@ -100,17 +154,23 @@ class _NetWriter:
     def trunk(self) -> None:
         a = self.arch
         self.w.line("trunk", a.num_blocks, a.trunk, a.mid, a.mid - a.gpool, a.gpool, a.gpool)
-        self.w.line(0, *([0] * 5))  # standard (batch norm) trunk tip, five unused options
+        # trunk tip: 0 a batch norm, 1 an RMSNorm ("-rsnh"); five unused options
+        self.w.line(1 if a.trunk_rmsnorm else 0, *([0] * 5))
         self.conv("model.conv_spatial", 3, _INPUT_CHANNELS, a.trunk)
         self.matmul("model.linear_global", _GLOBAL_INPUT_CHANNELS, a.trunk)
         for index, pool in enumerate(a.gpool_blocks):
             self.nested_block(index, pool)
-        self.norm("model.norm_trunkfinal", a.trunk)
+        if a.trunk_rmsnorm:
+            self.rms_norm("model.norm_trunkfinal", a.trunk)
+        else:
+            self.norm("model.norm_trunkfinal", a.trunk)
         self.act("model.act_trunkfinal")
 
     def policy_head(self) -> None:
         a, name = self.arch, "model.policy_head"
         self.w.line(name)
+        if a.version >= 17:
+            self.w.line(_POLICY_CHANNELS, 0, 0, 0)  # policy output channels, three unused options
         self.conv(f"{name}.conv1p", 1, a.trunk, a.p1)
         self.conv(f"{name}.conv1g", 1, a.trunk, a.g1)
         self.norm(f"{name}.biasg", a.g1, scale=False)
@@ -118,15 +178,17 @@ class _NetWriter:
         self.matmul(f"{name}.linear_g", 3 * a.g1, a.p1, gain=0.5)
         self.norm(f"{name}.bias2", a.p1, scale=False)
         self.act(f"{name}.act2")
-        self.conv(f"{name}.conv2p", 1, a.p1, 2, gain=0.5)
+        self.conv(f"{name}.conv2p", 1, a.p1, _POLICY_CHANNELS, gain=0.5)
         self.matmul(f"{name}.linear_pass", 3 * a.g1, a.p1, gain=0.5)
         self.bias(f"{name}.linear_pass_bias", a.p1)
         self.act(f"{name}.act_pass")
-        self.matmul(f"{name}.linear_pass2", a.p1, 2, gain=0.5)
+        self.matmul(f"{name}.linear_pass2", a.p1, _POLICY_CHANNELS, gain=0.5)
 
     def value_head(self) -> None:
         a, name = self.arch, "model.value_head"
         self.w.line(name)
+        if a.version >= 17:
+            self.w.line(0, 0, 0)  # three unused options
         self.conv(f"{name}.conv1", 1, a.trunk, a.v1)
         self.norm(f"{name}.bias1", a.v1, scale=False)
         self.act(f"{name}.act1")

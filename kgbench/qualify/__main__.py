@@ -1,6 +1,6 @@
 """`python -m kgbench.qualify`: qualify a GPU node in one command (docs/qualify.md).
 
-    python -m kgbench.qualify --binary runtime/bin/cuda/katago --net synthetic:b40c768nbt --budget 10m
+    python -m kgbench.qualify --binary runtime/bin/cuda/katago --budget 10m   # the pinned net's layout, synthetic
 
 Checks the KataGo build, measures the GPU's matrix-product rate, runs `katago benchmark` over search threads, the
 user's line `python -m kgbench -m backend=cuda,trt nnMaxBatchSize=64,128,256` (trt jobs skipped, with the reason,
@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kgbench.nets.architectures import ARCHITECTURES, PINNED_ARCHITECTURE
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.options import SCALES, QualifyOptions, parse_budget
 from kgbench.qualify.runner import Budget
-from kgbench.qualify.workflow import qualify
+from kgbench.qualify.workflow import ALWAYS, STEPS, qualify
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, load_settings
 
@@ -35,9 +36,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="what the build is: cuda (a GPU node) or eigen (the CPU rehearsal)")  # fmt: skip
     p.add_argument(
         "--net",
-        default="synthetic:b40c768nbt",
-        help="katrain (the katrain extra's net), synthetic:ARCH (b40c768nbt, b28c512nbt, b18c384nbt, b2c32nbt) or a "
-        "model file (default: synthetic:b40c768nbt, the pinned architecture)",
+        default=f"synthetic:{PINNED_ARCHITECTURE}",
+        help=f"katrain (the katrain extra's net), synthetic:ARCH ({', '.join(ARCHITECTURES)}) or a model file "
+        f"(default: synthetic:{PINNED_ARCHITECTURE}, the pinned network's architecture)",
     )
     p.add_argument("--budget", default="20m", help="time for the whole qualification, e.g. 10m, 1h (default 20m)")
     p.add_argument("--scale", default=None, choices=sorted(SCALES),
@@ -45,6 +46,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--trt-binary", type=Path, default=None,
                    help="a TensorRT build (default: the runtime config's trt command when it exists)")  # fmt: skip
     p.add_argument("--config", type=Path, default=None, help=f"the base runtime config (default {DEFAULT_CONFIG_PATH})")
+    p.add_argument(
+        "--steps",
+        default=None,
+        help="only these measuring steps, comma-separated (benchmark, line, wide, promote, serve, pipe; a step whose "
+        "input is missing is skipped): e.g. --steps line for a second net at the user's line (default: all)",
+    )
     p.add_argument("--out", type=Path, default=None, help="results folder (default kgbench-reports/qualify-<time>)")
     return p
 
@@ -62,6 +69,12 @@ def options_from_args(args: argparse.Namespace) -> QualifyOptions:
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     out = (args.out or PROJECT_ROOT / "kgbench-reports" / f"qualify-{stamp}").expanduser().resolve()
     scale = SCALES[args.scale or ("gpu" if args.backend == "cuda" else "rehearsal")]
+    steps = None
+    if args.steps is not None:
+        steps = frozenset(step.strip() for step in args.steps.split(",") if step.strip())
+        known = {name for name, *_ in STEPS} - set(ALWAYS)
+        if not steps or steps - known:
+            raise ValueError(f"--steps {args.steps}: choose among {', '.join(n for n, *_ in STEPS if n in known)}")
     return QualifyOptions(
         binary=binary.expanduser().resolve(),
         backend=args.backend,
@@ -71,6 +84,7 @@ def options_from_args(args: argparse.Namespace) -> QualifyOptions:
         scale=scale,
         base_config=Path(base).resolve(),
         trt_binary=trt,
+        steps=steps,
     )
 
 

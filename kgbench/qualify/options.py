@@ -96,4 +96,6 @@ class QualifyOptions:
     base_config: Path  # the runtime config the qualification's own runtime config is made from
     trt_binary: Path | None = None  # a TensorRT build, when there is one
     python: str = ""  # the interpreter for the subprocesses (default: this one)
+    # the measuring steps to run (None: all); node, build, net and gemm always run (docs/qualify.md, --steps)
+    steps: frozenset[str] | None = None
     extra_env: dict[str, str] = field(default_factory=dict)

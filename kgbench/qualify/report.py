@@ -49,12 +49,18 @@ def _fmt(value: Any, spec: str = ".3g") -> str:
     return format(value, spec) if isinstance(value, int | float) else str(value)
 
 
+def _interval(r: dict[str, Any]) -> str:
+    low, high = r.get("req_per_s_ci_low"), r.get("req_per_s_ci_high")
+    return f" [{low:.1f}, {high:.1f}]" if low is not None and high is not None else ""
+
+
 def _jobs_table(rows: list[dict[str, Any]]) -> list[str]:
-    out = ["| job | status | req/s | p99 ms | NN evals/s | MFU | J/analysis | GPU % | bottleneck | reason |",
+    out = ["| job | status | req/s [95% CI] | p99 ms | NN evals/s | MFU | J/analysis | GPU % | bottleneck | reason |",
            "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]  # fmt: skip
     for r in rows:
         out.append(
-            f"| {r['job']} | {r['status']} | {_fmt(r.get('req_per_s'), '.1f')} | {_fmt(r.get('p99_ms'), '.0f')} | "
+            f"| {r['job']} | {r['status']} | {_fmt(r.get('req_per_s'), '.1f')}{_interval(r)} | "
+            f"{_fmt(r.get('p99_ms'), '.0f')} | "
             f"{_fmt(r.get('nn_evals_per_s'), ',.0f')} | {_fmt(r.get('mfu'), '.2f')} | "
             f"{_fmt(r.get('gpu_j_per_analysis'), '.2f')} | {_fmt(r.get('gpu_busy_pct'), '.0f')} | "
             f"{r.get('bottleneck') or '-'} | {(r.get('reason') or '')[:120]} |"
@@ -111,6 +117,8 @@ def _markdown(q: Qualification, head: dict[str, Any]) -> str:
         lines.append(f"\ncfg: `{json.dumps(head['cfg'])}`; {head['decision']}")
         if head.get("knob"):
             lines.append(f"\nWhat would move it: {head['knob']}.")
+    elif q.options.steps is not None and "promote" not in q.options.steps:
+        lines.append(f"Not promoted (--steps {','.join(sorted(q.options.steps))}): every job's figures are below.")
     else:
         lines.append("No cfg was promoted: see the steps below.")
     lines += ["", "## Steps", "", "| # | step | status | s | summary |", "|---:|---|---|---:|---|"]

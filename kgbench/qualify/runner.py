@@ -40,6 +40,7 @@ class Budget:
     def __init__(self, total_s: float) -> None:
         self.total_s = total_s
         self.started = time.monotonic()
+        self.widen = 1.0  # the steps asked for (--steps) share the time of those left out
 
     @property
     def left(self) -> float:
@@ -47,7 +48,7 @@ class Budget:
 
     def share(self, fraction: float, floor_s: float = 20.0) -> float:
         """Seconds a step may take: `fraction` of the budget, at least `floor_s`, never more than what is left."""
-        return max(0.0, min(self.left, max(floor_s, fraction * self.total_s)))
+        return max(0.0, min(self.left, max(floor_s, min(1.0, fraction * self.widen) * self.total_s)))
 
     def note(self, text: str) -> None:
         elapsed = time.monotonic() - self.started

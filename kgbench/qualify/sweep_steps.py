@@ -122,6 +122,9 @@ def _sweep_rows(q: Qualification, label_keys: Sequence[str] = ()) -> tuple[Run, 
             value = row.get(column)
             if value is not None and isinstance(value, float) and math.isfinite(value):
                 item[key] = value
+        for key in ("req_per_s_ci_low", "req_per_s_ci_high"):  # the 95% interval of req/s, where measured
+            if math.isfinite(value := run.data.metrics.get(key, math.nan)):
+                item[key] = value
         item["bottleneck"] = run.data.tags.get(BOTTLENECK, "")
         item["bottleneck_figures"] = run.data.tags.get(BOTTLENECK_FIGURES, "")
         item["knob"] = run.data.tags.get(BOTTLENECK_KNOB, "")
@@ -156,7 +159,7 @@ def wide_axes(bottleneck: str, cfg: dict[str, str], jobs: int) -> tuple[str, lis
     analysis = int(cfg.get("numAnalysisThreads", 64))
     search = int(cfg.get("numSearchThreadsPerAnalysisThread", 2))
     servers = int(cfg.get("numNNServerThreadsPerModel", 2))
-    if bottleneck == "gpu":  # the device is busy: how many server threads feed it
+    if bottleneck in ("gpu", "kernels"):  # the device is busy: how many server threads (CUDA streams) feed it
         key, values = "numNNServerThreadsPerModel", [max(1, servers // 2), servers * 2, servers * 4]
     elif bottleneck in ("host", "frontend"):  # the cores are busy: fewer search threads per position
         key, values = "numSearchThreadsPerAnalysisThread", [max(1, search // 2), max(1, search // 4), search * 2]

@@ -11,7 +11,7 @@ from kgbench.qualify.serve_steps import serve_promoted, stop_serving, through_kg
 from kgbench.qualify.setup_steps import check_build, describe_node, measure_gemm_rate, resolve_net
 from kgbench.qualify.sweep_steps import engine_benchmark, promote_best, user_line, wide_sweep
 
-__all__ = ["STEPS", "qualify"]
+__all__ = ["ALWAYS", "STEPS", "qualify"]
 
 # (name, title, action, seconds it needs at least, whether later steps can go on without it)
 STEPS = (
@@ -29,14 +29,27 @@ STEPS = (
 )
 
 
+# the steps every qualification runs: what the others stand on (the node, the build, the net, the GPU's rate)
+ALWAYS = ("node", "build", "net", "gemm")
+# the budget each measuring step's deadlines add up to (their `budget.share` calls): what --steps redistributes
+SHARES = {"benchmark": 0.12, "line": 0.33, "wide": 0.22, "promote": 0.03, "serve": 0.15, "pipe": 0.2}
+
+
 def qualify(q: Qualification) -> int:
     """Runs the steps; a step another depends on that fails skips the rest. Exit 0 when every step ran (ok or
     skipped for a stated reason), 1 when one failed or was cut; the report is written either way."""
     stopped: str | None = None
+    if q.options.steps is not None:  # the steps asked for get the time of those left out, in proportion
+        asked_share = sum(SHARES.get(name, 0.0) for name in q.options.steps)
+        q.budget.widen = max(1.0, sum(SHARES.values()) / asked_share) if asked_share else 1.0
     try:
         for name, title, action, needs_s, optional in STEPS:
             if stopped is not None:
                 q.records.append(StepRecord(name, title, "skipped", summary=f"skipped: step {stopped} failed"))
+                continue
+            asked = q.options.steps
+            if asked is not None and name not in asked and name not in ALWAYS:
+                q.records.append(StepRecord(name, title, "skipped", summary="skipped: not asked (--steps)"))
                 continue
             record = run_step(q.records, q.budget, name, title, partial(action, q), needs_s=needs_s)
             if record.status in ("failed", "cut") and not optional:

@@ -14,6 +14,7 @@ from pathlib import Path
 from mlflow.entities import Run
 
 from kgbench.decide import runs as runlib
+from kgbench.decide.nets import CHOICE_NOTE, net_bests
 from kgbench.decide.report import write_report
 from kgbench.decide.runtimes import promote_command, shown_path
 from kgbench.decide.selection import choose_winner
@@ -32,7 +33,18 @@ def _note(message: str) -> None:
 
 def _best_lines(runs: list[Run]) -> list[str]:
     """The best job by promote's rule (simulated and synthetic runs allowed: the sweep ran them) and how to promote
-    it; when no job qualifies, why not."""
+    it; when no job qualifies, why not. With several networks, each net's best job: promote chooses within one."""
+    bests = net_bests(runs)
+    if len(bests) > 1:
+        lines = [f"{len(bests)} networks side by side: {CHOICE_NOTE}"]
+        for nb in bests:
+            best = nb.best
+            if best is None:
+                lines.append(f"{nb.net}: no job qualifies")
+                continue
+            lines.append(f"{nb.net}: {verdict_line(nb.selection, 'best job is')}")
+            lines.append(f"  promote it: {promote_command(best)} --run {best.info.run_id}")
+        return lines
     selection = choose_winner(runlib.candidates(runs), allow_simulated=True, allow_synthetic=True)
     if selection.winner is None:
         reasons = sorted({v.reason for v in selection.verdicts if v.reason})

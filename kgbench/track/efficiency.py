@@ -4,7 +4,11 @@ Pure functions over figures the job measured (kgbench/track/sampling/gpu.py and 
 the engines' NN statistics from their exit log, the net's FLOPs from kgbench.nets, the device's measured matrix rate).
 The bottleneck is one word with the figures that decided it (docs/gpu-h100.md, "Efficiency and bottleneck"):
 
-- gpu:      the GPU was busy (kernels running) >= GPU_BUSY_PCT of the windows: more work per batch, not more threads
+- gpu:      the GPU was busy (kernels running) >= GPU_BUSY_PCT of the windows and its FLOPs reached >= KERNELS_MFU of
+            its measured matrix rate: the device's arithmetic is the limit; more work per batch, not more threads
+- kernels:  busy as much, but below KERNELS_MFU: the device runs kernels far from its matrix rate (small matrices,
+            attention, many short launches: KataGo v1.17's transformer path); a build's kernels are the limit
+            (docs/qualify.md, "The bottleneck": the threshold and the figures that chose it)
 - frontend: the kgserve process used >= FRONTEND_CORES cores per front-end worker (its event loop is one thread)
 - host:     the host's cores were >= HOST_BUSY_PCT busy (search threads, NN server threads, front end, load)
 - batching: none of these: the GPU waited for work the host could have prepared (too few positions in flight for
@@ -21,6 +25,7 @@ __all__ = [
     "FRONTEND_CORES",
     "GPU_BUSY_PCT",
     "HOST_BUSY_PCT",
+    "KERNELS_MFU",
     "Bottleneck",
     "JobFigures",
     "bottleneck",
@@ -28,11 +33,17 @@ __all__ = [
 ]
 
 GPU_BUSY_PCT = 85.0
+# busy GPUs measured on the H100 (2026-11-25): b40c768nbt at MFU 0.37-0.50, the KaTrain transformer at 0.07-0.09;
+# 0.2 sits between them (about their geometric mean) with a factor of two to spare on either side
+KERNELS_MFU = 0.2
 HOST_BUSY_PCT = 85.0
 FRONTEND_CORES = 0.85
 
 _KNOBS = {
     "gpu": "the GPU is the limit: bigger batches (nnMaxBatchSize), FP16/NHWC (cudaUseFP16, cudaUseNHWC), TensorRT",
+    "kernels": "the build's kernels are the limit (the GPU is busy far below its matrix rate): bigger batches "
+    "(nnMaxBatchSize), another build (KataGo v1.18's CUDA transformer kernels, TensorRT), or a net with larger "
+    "matrices per kernel",
     "frontend": "kgserve's front end is the limit: server.workers > 1, or fewer bytes per answer",
     "host": "the host's cores are the limit: fewer search threads per analysis, fewer NN server threads, "
     "or a bigger host share",
@@ -63,7 +74,7 @@ class JobFigures:
 
 @dataclass(frozen=True)
 class Bottleneck:
-    kind: str  # gpu | frontend | host | batching
+    kind: str  # gpu | kernels | frontend | host | batching
     reason: str  # the figures that decided it
     knob: str  # what would move it
 
@@ -73,10 +84,12 @@ def bottleneck(f: JobFigures) -> Bottleneck:
     host_busy = f.host.get("host_cpu_busy_pct")
     frontend = f.host.get("frontend_cpu_cores")
     fill = _fill(f)
+    mfu = efficiency_metrics(f).get("mfu")
     figures = ", ".join(
         part
         for part in (
             f"GPU busy {gpu_busy:.0f}%" if gpu_busy is not None else "no GPU figures",
+            f"MFU {mfu:.2f}" if mfu is not None and gpu_busy is not None else "",
             f"host CPU {host_busy:.0f}% of {f.host.get('host_cores', 0):.0f} cores" if host_busy is not None else "",
             f"kgserve {frontend:.2f} cores/{f.frontend_workers} worker(s)" if frontend is not None else "",
             f"NN batch fill {fill:.0%}" if fill is not None else "",
@@ -84,7 +97,7 @@ def bottleneck(f: JobFigures) -> Bottleneck:
         if part
     )
     if gpu_busy is not None and gpu_busy >= GPU_BUSY_PCT:
-        kind = "gpu"
+        kind = "kernels" if mfu is not None and mfu < KERNELS_MFU else "gpu"
     elif frontend is not None and frontend >= FRONTEND_CORES * f.frontend_workers:
         kind = "frontend"
     elif host_busy is not None and host_busy >= HOST_BUSY_PCT:

@@ -1,5 +1,6 @@
 """A job's short name, its MLflow run name: `cuda b128 t64x2` (backend, nnMaxBatchSize, numAnalysisThreads x
-numSearchThreadsPerAnalysisThread), then what else its own overrides set, shortly (`srv4`, `direct`). Short enough
+numSearchThreadsPerAnalysisThread), then what else its own overrides set, shortly (`srv4`, `direct`, `net=katrain`,
+an `engine.model=` as its architecture or file stem). Short enough
 for the runs table's name column; the whole override line stays in the run's `hydra_overrides` tag."""
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ _SHORT = {
     "nnCacheSizePowerOfTwo": "cache2^{}",
     "engines": "{} engines",
 }
+
+
+def _net(model: str) -> str:
+    """`engine.model=` shortly: a synthetic net's architecture, a file's name without its extension."""
+    name = model.removeprefix("synthetic:").rsplit("/", 1)[-1]
+    for suffix in (".bin.gz", ".txt.gz", ".bin", ".gz"):
+        name = name.removesuffix(suffix)
+    return name
 
 
 def _value(value: Any) -> str:
@@ -43,6 +52,9 @@ def job_name(cfg: Mapping[str, Any], overrides: Sequence[str]) -> str:
         parts.append(f"t{threads}x{search if search is not None else 1}")
     for item in overrides:
         key, sep, value = item.lstrip("+~").partition("=")
+        if key == "engine.model" and sep:  # networks side by side: which one is the job's
+            parts.append(_net(value.replace("\\:", ":")))
+            continue
         if not sep or key in _IN_BASE or key in _NOT_NAMED or "." in key or "/" in key:
             continue
         shown = _extra(key, _value(cfg.get(key, value)))

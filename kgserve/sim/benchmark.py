@@ -39,8 +39,8 @@ def _out(text: str) -> None:
 
 
 def run_benchmark(cfg: SimCfg, flags: dict[str, str]) -> int:
-    knobs = Knobs.from_env()
     model = flags["model"]
+    knobs = Knobs.from_env(model)
     try:
         cfg_threads = cfg.require_int("numSearchThreads", 1, 4096)
         visits = int(flags.get("v", flags.get("visits", "800")))

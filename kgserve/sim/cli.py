@@ -89,9 +89,9 @@ def main(argv: list[str]) -> int:
 def run_analysis(cfg: SimCfg, flags: dict[str, str]) -> int:
     from kgserve.sim.analysis import Engine
 
-    knobs = Knobs.from_env()
-    log = Log()
     model = flags["model"]
+    knobs = Knobs.from_env(model)
+    log = Log()
     cfg.apply_aliases()
     if "analysis-threads" in flags:
         cfg.values.setdefault("numAnalysisThreads", flags["analysis-threads"])

@@ -9,9 +9,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from kgserve.katago.netfile import read_model_name
 from kgserve.sim.cfgfile import CfgError, SimCfg
 from kgserve.sim.devmem import DeviceMemory
-from kgserve.sim.model.profiles import DEFAULT_PROFILE, get_profile
+from kgserve.sim.model.profiles import DEFAULT_PROFILE, get_profile, profile_for_model
 from kgserve.sim.model.throughput import SimParams, device_memory_gb
 from kgserve.sim.overrides import OverrideError, human_sl_profile, human_sl_unused
 
@@ -31,7 +32,9 @@ class Knobs:
     profile: str = DEFAULT_PROFILE
 
     @classmethod
-    def from_env(cls) -> Knobs:
+    def from_env(cls, model: str | None = None) -> Knobs:
+        """The KGSERVE_SIM_* knobs; without KGSERVE_SIM_PROFILE the profile follows `model` (the -model file: a
+        synthetic net of a layout some profile stands for) or is the default one."""
         env = os.environ
         speed = float(env.get("KGSERVE_SIM_SPEED", "1") or 1)
         fixed = env.get("KGSERVE_SIM_FIXED_RPS", "")
@@ -41,8 +44,17 @@ class Knobs:
             device=env.get("KGSERVE_SIM_DEVICE", "gpu0") or "gpu0",
             fixed_rps=float(fixed) if fixed.strip() else None,
             startup_s=float(env.get("KGSERVE_SIM_STARTUP_S", "0.3") or 0.3),
-            profile=get_profile(env.get("KGSERVE_SIM_PROFILE", "") or DEFAULT_PROFILE).name,
+            profile=get_profile(env.get("KGSERVE_SIM_PROFILE", "") or _model_profile(model) or DEFAULT_PROFILE).name,
         )
+
+
+def _model_profile(model: str | None) -> str | None:
+    if model is None:
+        return None
+    try:
+        return profile_for_model(read_model_name(Path(model)))
+    except (OSError, EOFError):
+        return None  # a missing or unreadable file: check_model says so
 
 
 class Log:

@@ -1,5 +1,6 @@
 """The GPU calibration: the H100 runs' points read back, the committed profiles held to the fit docs/ states, the
-H200 derivation reproduced, and a short fit that recovers a good profile from a poor start."""
+H200 derivations reproduced (the convnet's, and the pinned transformer's from the KaTrain fit), and a short fit that
+recovers a good profile from a poor start."""
 
 from __future__ import annotations
 
@@ -9,15 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.calibration.gpu import derive_from_run, main
+from benchmarks.calibration.gpu import derive_from_run, derive_transformer_from, main
 from benchmarks.calibration.gpu_data import Measurements, read_data, read_jsonl
-from benchmarks.calibration.gpu_fit import fit, hit_share, quality, round_profile, score
-from kgserve.sim.model.profiles import get_profile
+from benchmarks.calibration.gpu_fit import fit, fit_memory, hit_share, quality, round_profile, score
+from kgbench.nets import PINNED_ARCHITECTURE
+from kgserve.sim.model.profiles import DEFAULT_PROFILE, get_profile
 from tests.conftest import REPO
 
 RUN1 = REPO / "docs" / "data" / "gpu-h100-2026-11-25" / "run1"
 RESULTS = RUN1 / "results.jsonl"
 QUALIFY = REPO / "docs" / "data" / "gpu-h100-2026-11-25" / "qualify-b40c768nbt" / "results.json"
+KATRAIN = [RESULTS, RUN1.parent / "qualify-katrain" / "results.json", RUN1.parent / "mlflow-jobs.json"]
 
 
 def both_runs() -> Measurements:
@@ -73,6 +76,40 @@ def test_the_h200_profile_is_derived_from_the_h100_one() -> None:
     derived = derive_from_run(get_profile("h100-b40c768nbt"), RUN1, "b40c768nbt", "h200", 32, "h200-b40c768")
     assert round_profile(derived.profile) == get_profile("h200-b40c768")
     assert derived.speedup_low == 1.0 < derived.speedup <= derived.speedup_high < 1.1
+
+
+def katrain_points() -> Measurements:
+    data = Measurements()
+    for path in KATRAIN:
+        data.extend(read_data(path, net="katrain"))
+    return data
+
+
+def test_the_katrain_profile_holds_the_fit_docs_state() -> None:
+    """docs/throughput-model.md, "The transformer profiles": 9 points, Spearman 0.881 (visits/s), worst -11.3%; the
+    memory peaks of 5 cfgs fit with the square of nnMaxBatchSize, and the out-of-memory cfg (2 x 256) stays out."""
+    data = katrain_points()
+    assert len(data.bench) == 2 and len(data.loads) == 7
+    q = quality(score(get_profile("h100-b10c384h6nbttflrs"), data))
+    assert q.spearman_visits == pytest.approx(0.881, abs=0.001) and q.worst.error == pytest.approx(-0.113, abs=0.002)
+    assert {(m.server_threads, m.max_batch) for m in data.memory} == {(1, 32), (2, 64), (1, 128), (2, 128), (4, 128)}
+    memory = fit_memory(data.memory)
+    assert memory is not None and memory[3] > 0  # linear in the batch does not fit a transformer's graphs
+    dev = get_profile("h100-b10c384h6nbttflrs")
+    assert (dev.base_gb, dev.weights_gb, dev.row_gb, dev.row2_gb) == pytest.approx(memory, rel=0.01)
+    assert dev.base_gb + 2 * (dev.weights_gb + 256 * dev.row_gb + 256**2 * dev.row2_gb) > dev.memory_gb
+
+
+@pytest.mark.slow
+def test_the_default_profile_is_the_pinned_transformer_derived_from_the_katrain_fit() -> None:
+    """The default profile follows the pinned network: its layout (57.286 GFLOP), derived from the KaTrain fit."""
+    derived = derive_transformer_from(
+        get_profile("h100-b10c384h6nbttflrs"), "b10c384h6nbttflrs", PINNED_ARCHITECTURE, "h200", 32, DEFAULT_PROFILE
+    )
+    committed = get_profile(DEFAULT_PROFILE)
+    assert replace(round_profile(derived.profile), nets=committed.nets) == committed  # the names it stands for
+    assert get_profile(DEFAULT_PROFILE).net_gflop == 57.286
+    assert 1_500 < derived.evals_per_s < 1_800 and 7_000 < derived.evals_per_s_high < 8_500
 
 
 def test_a_short_fit_recovers_from_a_poor_start() -> None:

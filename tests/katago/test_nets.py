@@ -1,20 +1,22 @@
-"""Networks other than the tier's own behind kgserve on the real CPU engine: a tiny synthetic net (random weights,
-served only as a throughput test) and the KaTrain net (the katrain extra's b10c384h6nbttflrs, a transformer), named by
-one word, `katrain`, on kgserve's command line."""
+"""Networks other than the tier's own on the real CPU engine: a tiny synthetic net behind kgserve (random weights,
+served only as a throughput test), the synthetic transformers of KataGo v1.17's layouts loaded by the engine itself
+(its own parameter count against kgbench.nets'), and the KaTrain net (the katrain extra's b10c384h6nbttflrs, a
+transformer), named by one word, `katrain`, on kgserve's command line."""
 
 from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
-from kgbench.nets import architecture, write_synthetic
+from kgbench.nets import architecture, describe_model, write_synthetic
 from kgserve.katago.netfile import KATRAIN_NET_FILE
 from tests.conftest import analysis_query, kgserve_ready
-from tests.katago.conftest import RealKatago, tier_config
+from tests.katago.conftest import RealKatago, tier_config, write_tier_cfg
 
 pytestmark = pytest.mark.katago
 needs_katrain = pytest.mark.skipif(importlib.util.find_spec("katrain") is None, reason="the katrain extra is missing")
@@ -32,6 +34,41 @@ def test_a_tiny_synthetic_net_loads_and_answers_through_kgserve(tmp_path: Path, 
     final = [json.loads(line) for line in answer.text.splitlines() if '"isDuringSearch":false' in line]
     assert len(final) == 1 and final[0]["moveInfos"] and len(final[0]["policy"]) == 362
     assert all(p == -1 or 0 <= p <= 1 for p in final[0]["policy"])  # FP32 on the CPU: no NaN, probabilities
+
+
+# the pinned network's layout and v1.17's medium transformer (a 282 MB and a 114 MB file, ~10 s and ~7 s of loading
+# and one evaluation on 2 cores), and a tiny transformer with the same kinds of layer
+TRANSFORMERS = [
+    pytest.param("b2c32h2nbttflrs", id="tiny"),
+    pytest.param("b10c512h8nbt3tflrs-fson-silu-rsnh", id="b10c512", marks=pytest.mark.slow),
+    pytest.param("b11c768h12nbt3tflrs-fson-silu", id="b11c768", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
+@pytest.mark.timeout(300)
+def test_the_engine_loads_a_synthetic_transformer_counts_its_params_and_answers(
+    tmp_path: Path, real_katago: RealKatago, name: str
+) -> None:
+    net = tmp_path / f"synthetic-{name}.bin"
+    write_synthetic(architecture(name), net)
+    params = describe_model(net).params
+    cfg = write_tier_cfg(tmp_path, {"numAnalysisThreads": 1, "nnMaxBatchSize": 1, "nnCacheSizePowerOfTwo": 10})
+    query = analysis_query("t", moves=[["B", "Q16"]], max_visits=2, includePolicy=True)
+    done = subprocess.run(
+        [str(real_katago.binary), "analysis", "-config", str(cfg), "-model", str(net)],
+        input=json.dumps(query) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert f"Model name: synthetic-{name} (nbt transformer, {params} params)" in done.stderr
+    final = [json.loads(line) for line in done.stdout.splitlines() if '"isDuringSearch":false' in line]
+    assert len(final) == 1 and final[0]["id"] == "t" and final[0]["moveInfos"], done.stdout[-2000:]
+    assert 0.0 <= final[0]["rootInfo"]["winrate"] <= 1.0 and len(final[0]["policy"]) == 362
 
 
 @needs_katrain

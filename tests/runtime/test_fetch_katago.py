@@ -101,3 +101,39 @@ def test_wget_is_used_when_curl_is_missing(stubs: Stubs, config_copy: Path, tmp_
     assert result.returncode == 0, result.stderr
     [call] = stubs.calls("wget")
     assert "-c" in call["args"] and "--progress=bar:force" in call["args"]
+
+
+def test_an_alternative_network_is_fetched_by_name_and_its_sha256_recorded(
+    stubs: Stubs, config_copy: Path, shipped: Settings
+) -> None:
+    """`network:NAME` fetches release.alternatives.NAME (the previous pin) beside the pinned net, checks its size."""
+    assert shipped.release is not None and "zhizi-b40c768nbt" in shipped.release.alternatives
+    old = shipped.release.alternatives["zhizi-b40c768nbt"]
+    data = b"the previous pin, fake\n" * 3
+    (stubs.mirror / old.name).write_bytes(data)
+    config_copy.write_text(config_copy.read_text().replace(f"size_bytes: {old.size_bytes}", f"size_bytes: {len(data)}"))
+    result = stubs.run([FETCH, "network:zhizi-b40c768nbt"])
+    assert result.returncode == 0, result.stderr
+    [call] = stubs.calls("curl")
+    assert old.url in call["args"]
+    model = config_copy.parent / "models" / old.name
+    assert model.read_bytes() == data and f"engine.model: models/{old.name}" in result.stderr
+    pinned = load_settings(config_copy).release
+    assert pinned is not None and pinned.network.sha256 is None  # the pinned net's entry untouched
+    assert pinned.alternatives["zhizi-b40c768nbt"].sha256 == hashlib.sha256(data).hexdigest()
+
+    unknown = stubs.run([FETCH, "network:b99"])
+    assert unknown.returncode == 1
+    assert "no network 'b99' under release.alternatives" in unknown.stderr and "zhizi-b40c768nbt" in unknown.stderr
+
+
+def test_a_network_of_another_size_than_published_is_refused(
+    stubs: Stubs, config_copy: Path, shipped: Settings
+) -> None:
+    assert shipped.release is not None
+    name = shipped.release.network.name
+    (stubs.mirror / name).write_bytes(b"truncated")
+    result = stubs.run([FETCH, "network"])
+    assert result.returncode == 1
+    assert f"{name} has 9 bytes, the published size is" in result.stderr
+    assert (config_copy.parent / "models" / (name + ".bad")).is_file()

@@ -53,10 +53,16 @@ def test_pin_edits_one_line_and_keeps_digit_only_digests_strings(tmp_path: Path)
     path.write_text(original, encoding="utf-8")
     pin_sha256(path, "release.sha256.trt", "1" * 64)
     pin_sha256(path, "release.network.sha256", "ab" * 32)
+    pin_sha256(path, "release.alternatives.zhizi-b40c768nbt.sha256", "cd" * 32)
     changed = [(a, b) for a, b in zip(original.splitlines(), path.read_text().splitlines(), strict=True) if a != b]
-    assert changed == [("    trt: null", f'    trt: "{"1" * 64}"'), ("    sha256: null", f'    sha256: "{"ab" * 32}"')]
+    assert changed == [
+        ("    trt: null", f'    trt: "{"1" * 64}"'),
+        ("    sha256: null", f'    sha256: "{"ab" * 32}"'),
+        ("      sha256: null", f'      sha256: "{"cd" * 32}"'),
+    ]
     release = load_settings(path).release
     assert release is not None and release.sha256["trt"] == "1" * 64 and release.network.sha256 == "ab" * 32
+    assert release.alternatives["zhizi-b40c768nbt"].sha256 == "cd" * 32
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,21 @@
 """Device profiles of the simulated engine: which machine and network the throughput model stands for.
 
-Chosen by the environment knob ``KGSERVE_SIM_PROFILE`` (default ``h200-b40c768``); ``kgserve.sim.model.throughput``
-reads every constant from the profile.
+Chosen by the environment knob ``KGSERVE_SIM_PROFILE`` (default ``h200-b11c768``, the pinned network's layout on
+an H200); ``kgserve.sim.model.throughput`` reads every constant from the profile. Every GPU profile stands for KataGo
+v1.17.2's CUDA backend, the build measured here: v1.18's faster transformer kernels are in none of them.
+
+``h200-b11c768`` (kind ``gpu``, the default): the pinned network (b11c768h12nbt3tflrs-fson-silu, a transformer of
+57.3 GFLOP per evaluation) on an H200 from a 32-core host. **Derived** from the KaTrain fit below
+(``benchmarks.calibration.gpu_derive.derive_transformer``): per row the device time of the KaTrain net scaled by the
+FLOPs (x5.99), per batch by the kernels launched (x1.57), memory by the weights and the widest per-row buffers
+(x2.05); ~1,640 NN evals/s at large batches, 0.09 of the roofline (the KaTrain net's efficiency; at the convnet's
+it would be ~7,730). Wide uncertainty: neither this net nor an H200 has been measured.
+
+``h100-b10c384h6nbttflrs`` (kind ``gpu``): the KaTrain net (b10c384h6nbttflrs, a transformer of 9.56 GFLOP) on the
+H100 of 2026-11-25. **Fitted** to its measurements there (run 1's 1-visit load, the KaTrain qualification's
+benchmark, sweeps and pipe loads, its jobs' memory peaks); docs/throughput-model.md has the table and the fit's
+quality. Device ~3.2 ms a batch plus ~0.10 ms a row (~9,800 NN evals/s at most, 0.09 of the roofline), memory
+growing with the square of nnMaxBatchSize (2 server threads at 256 do not fit the H100, as measured).
 
 ``h100-b40c768nbt`` (kind ``gpu``): an NVIDIA H100 80GB HBM3 running KataGo v1.17.2's CUDA backend (FP16, NHWC)
 with a b40c768nbt network (the pinned architecture; a synthetic net of identical cost) from a 16-core host.
@@ -17,7 +31,8 @@ nnMaxBatchSize beyond what the threads fill and oversubscribing 16 cores with 51
 Device memory from NVML's peaks: ~1 GiB, plus ~0.71 GiB and 3 MiB per row of nnMaxBatchSize for each server
 thread.
 
-``h200-b40c768`` (kind ``gpu``, the default): the same network on an NVIDIA H200 from a 32-core host. **Derived**
+``h200-b40c768`` (kind ``gpu``; the default until the pin moved to the transformer): the same network on an NVIDIA
+H200 from a 32-core host. **Derived**
 from the H100 fit (``--derive h200``, ``benchmarks.calibration.gpu_derive``): the H200 has the H100's compute
 (132 SMs, 989 TFLOP/s dense FP16; the same bf16 GEMM rate measured on both here) and faster memory (4.8 against
 3.35 TB/s; copies measured here 4.3 against 3.0 TB/s), so only the bandwidth-bound part of a batch's device time
@@ -40,7 +55,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-__all__ = ["DEFAULT_PROFILE", "PROFILES", "DeviceProfile", "get_profile"]
+__all__ = ["DEFAULT_PROFILE", "PROFILES", "DeviceProfile", "get_profile", "profile_for_model"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +84,9 @@ class DeviceProfile:
     memory_gb: float = 0.0  # device memory (gpu) or what the sim allows the process (cpu)
     weights_gb: float = 0.0
     row_gb: float = 0.0
+    # per server thread and nnMaxBatchSize^2: the CUDA backend warms a transformer's graphs for every batch size up
+    # to nnMaxBatchSize, each with its own buffers (0 for the convnets, whose memory grows linearly)
+    row2_gb: float = 0.0
     base_gb: float = 0.0
     # roofline: the device's peak dense rate in the precision its backend computes in (gpu: FP16 tensor cores, the
     # datasheet's dense figure; cpu: FP32 FMA of host_cores, Eigen computes in FP32), and the net's cost per 19x19
@@ -76,6 +94,9 @@ class DeviceProfile:
     # state may beat their ratio
     peak_tflops: float = 0.0
     net_gflop: float = 0.0
+    # model names (after a synthetic net's `synthetic-`) this profile stands for when the sim is given such a net and
+    # KGSERVE_SIM_PROFILE is unset (`profile_for_model`): the mission's card, H200, per network
+    nets: tuple[str, ...] = ()
 
     @property
     def roofline_evals_per_s(self) -> float:
@@ -112,6 +133,7 @@ H100_B40C768NBT = DeviceProfile(
     # conv-shaped 46208x3456x384); b40c768nbt: 166.6 GFLOP per evaluation (run1/nets.jsonl)
     peak_tflops=989.0,
     net_gflop=166.586,
+    nets=("b40c768nbt", "kata1-zhizi-b40c768nbt", "kata1-b40c768nbt"),
 )
 
 H200_B40C768 = replace(
@@ -127,6 +149,65 @@ H200_B40C768 = replace(
     memory_gb=140.4,  # "141 GB": 143,771 MiB as nvidia-smi reports it
     # NVIDIA H200 SXM datasheet: FP16 tensor 1,979 TFLOP/s with 2:4 sparsity, 989 dense (as the H100)
     peak_tflops=989.0,
+    nets=("b40c768nbt", "kata1-zhizi-b40c768nbt", "kata1-b40c768nbt"),
+)
+
+H100_B10C384H6NBTTFLRS = DeviceProfile(
+    name="h100-b10c384h6nbttflrs",
+    kind="gpu",
+    device_name="NVIDIA H100 80GB HBM3 (simulated)",
+    host_cores=16,
+    # fitted to the KaTrain net's H100 figures of 2026-11-25 (run 1's 1-visit engine load, its qualification's
+    # benchmark, sweeps through kgserve and pipe loads; the memory peaks of its jobs), d2 held at 0:
+    #   cd docs/data/gpu-h100-2026-11-25 && python -m benchmarks.calibration.gpu --base h100-b10c384h6nbttflrs \
+    #     --net katrain --fixed d2=0 --data run1/results.jsonl qualify-katrain/results.json mlflow-jobs.json
+    # (docs/data/issue34/fit-h100-katrain.json). The device tends to ~9,800 NN evals/s, 0.09 of its FP16 roofline:
+    # a transformer's many small kernels, not its arithmetic, set the pace on KataGo v1.17.2's CUDA backend
+    h0=0.00251,
+    h1=5.87e-06,
+    d0=0.00324,
+    d1=0.000102,
+    batch_exponent=1.0,
+    wait_cycles=1.74,
+    c_visit=0.00036,
+    oversub=0.0,
+    search_hit=0.0428,
+    # NVML peaks (mlflow-jobs.json, run 1): 2,069 MiB (1 server thread, nnMaxBatchSize 32), 8,115 (2, 64), 14,015
+    # (1, 128), 27,017 (2, 128), 53,023 (4, 128); (2, 256) ran out of the card's 79.2 GiB (the fit: ~98 GiB). Growth
+    # with the square of nnMaxBatchSize: the CUDA backend warms a graph for every batch size up to it
+    memory_gb=79.2,
+    weights_gb=0.0492,
+    row_gb=0.00803,
+    row2_gb=0.000709,
+    base_gb=0.988,
+    # b10c384h6nbttflrs: 9.5625 GFLOP per evaluation (python -m kgbench.nets flops; 2.0 of it attention's products)
+    peak_tflops=989.0,
+    net_gflop=9.5625,
+    nets=("b10c384h6nbttflrs",),
+)
+
+H200_B11C768 = replace(
+    H100_B10C384H6NBTTFLRS,
+    name="h200-b11c768",
+    device_name="NVIDIA H200 (simulated)",
+    host_cores=32,  # the target node's
+    # derived from H100_B10C384H6NBTTFLRS for the pinned network's layout (docs/throughput-model.md, "The transformer
+    # profiles"; benchmarks.calibration.gpu_derive.derive_transformer):
+    #   python -m benchmarks.calibration.gpu (H100_B10C384H6NBTTFLRS's command) --derive h200 \
+    #     --arch b10c384h6nbttflrs --derive-arch b11c768h12nbt3tflrs-fson-silu --derive-name h200-b11c768
+    # per row: x5.99 the FLOPs at the KaTrain fit's achieved rate (~1,640 NN evals/s at large batches; at the b40
+    # convnet fit's rate per GFLOP it would be ~7,730); per batch: x1.57 the kernels; the H200's bandwidth left out
+    # (a kernel-bound device; up to x1.43 if bandwidth-bound). Neither the net nor an H200 has been measured; host
+    # terms, waits and the search's constants are the KaTrain fit's
+    d0=0.00509,
+    d1=0.000611,
+    memory_gb=140.4,
+    weights_gb=0.329,
+    row_gb=0.0164,
+    row2_gb=0.00145,
+    # b11c768h12nbt3tflrs-fson-silu: 57.286 GFLOP per evaluation (python -m kgbench.nets flops on its synthetic net)
+    net_gflop=57.286,
+    nets=("b11c768h12nbt3tflrs", "kata1-tf3-b11c768"),
 )
 
 CPU_EIGEN_B6C96 = DeviceProfile(
@@ -158,8 +239,11 @@ CPU_EIGEN_B6C96 = DeviceProfile(
     net_gflop=0.210,
 )
 
-PROFILES: dict[str, DeviceProfile] = {p.name: p for p in (H200_B40C768, H100_B40C768NBT, CPU_EIGEN_B6C96)}
-DEFAULT_PROFILE = H200_B40C768.name
+PROFILES: dict[str, DeviceProfile] = {
+    p.name: p for p in (H200_B11C768, H200_B40C768, H100_B40C768NBT, H100_B10C384H6NBTTFLRS, CPU_EIGEN_B6C96)
+}
+# the pinned network's layout on the mission's card (kgbench.nets.PINNED_ARCHITECTURE; a test holds them together)
+DEFAULT_PROFILE = H200_B11C768.name
 
 
 def get_profile(name: str) -> DeviceProfile:
@@ -167,3 +251,14 @@ def get_profile(name: str) -> DeviceProfile:
         return PROFILES[name]
     except KeyError:
         raise ValueError(f"unknown sim profile {name!r}; known: {', '.join(sorted(PROFILES))}") from None
+
+
+def profile_for_model(model_name: str, card: str = "h200") -> str | None:
+    """The profile standing for a KataGo network on `card` (the mission's H200 by default) by its model name (a
+    synthetic net's without `synthetic-`), or None (the sim's own stand-in net, or a net no profile of that card
+    stands for: the default applies)."""
+    name = model_name.removeprefix("synthetic-")
+    for profile in PROFILES.values():
+        if profile.name.startswith(f"{card}-") and any(name.startswith(net) for net in profile.nets):
+            return profile.name
+    return None

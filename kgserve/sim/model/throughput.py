@@ -1,9 +1,11 @@
 """Throughput model of the simulated engine; its constants come from a device profile (`profiles.py`).
 
-KGSERVE_SIM_PROFILE picks the profile: `h200-b40c768` (default, kind gpu: an H200 running a b40c768nbt net from a
-32-core host, derived from the H100 fit), `h100-b40c768nbt` (kind gpu: fitted to a real H100 run) or
-`cpu-eigen-b6c96` (kind cpu: KataGo's Eigen backend with the 6-block test network on 2 cores, calibrated on a real
-KataGo; its steady state is `throughput_cpu.py`). docs/throughput-model.md has the measurements and the fits.
+KGSERVE_SIM_PROFILE picks the profile: `h200-b11c768` (default, kind gpu: the pinned transformer on an H200, derived
+from the KaTrain net's H100 fit; without the knob a synthetic net of a layout another profile stands for gets that
+one), `h100-b10c384h6nbttflrs` (the KaTrain net, fitted to a real H100 run), `h200-b40c768` and `h100-b40c768nbt`
+(the b40c768nbt convnet: derived, and fitted to real H100 runs) or `cpu-eigen-b6c96` (kind cpu: KataGo's Eigen
+backend with the 6-block test network on 2 cores, calibrated on a real KataGo; its steady state is
+`throughput_cpu.py`). docs/throughput-model.md has the measurements and the fits.
 
 GPU steady state for `active` searches, each with T = numSearchThreadsPerAnalysisThread threads (sim seconds):
 
@@ -23,7 +25,8 @@ GPU steady state for `active` searches, each with T = numSearchThreadsPerAnalysi
   repeated positions (seen recently, LRU) skip most of their evaluations in the timed simulation;
 * each query also has a fixed overhead q0 (setup, root evaluation latency, JSON).
 
-* device memory: base_gb + S x (weights_gb + nnMaxBatchSize x row_gb) must fit memory_gb (an H200's
+* device memory: base_gb + S x (weights_gb + B x row_gb + B^2 x row2_gb), B = nnMaxBatchSize (the B^2 term: a
+  transformer's CUDA graphs, one per batch size up to B), must fit memory_gb (an H200's
   140 GiB) together with every other live sim process on the same device (`devmem.py`), else start-up fails with a
   CUDA-style out-of-memory error (exit 1) and `predict_throughput` returns 0.
 
@@ -113,7 +116,8 @@ class SimParams:
 
 def device_memory_gb(p: SimParams) -> float:
     dev = p.device
-    return dev.base_gb + p.server_threads * (dev.weights_gb + p.max_batch * dev.row_gb)
+    per_server = dev.weights_gb + p.max_batch * dev.row_gb + p.max_batch**2 * dev.row2_gb
+    return dev.base_gb + p.server_threads * per_server
 
 
 def _device_time(dev: DeviceProfile, b: float, max_batch: int) -> float:

@@ -10,7 +10,11 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from kgserve.settings import load_settings
 from tests.conftest import REPO
+
+# the network runtime/config.yaml serves (its file name, as a job's model_file tag records it)
+SERVED_MODEL = load_settings().engine.model_for("cuda").name
 
 
 @dataclass
@@ -51,7 +55,7 @@ class Store:
             "backend": backend,
             "simulated": "false",
             "katago_version": "1.16.3",
-            "model_file": "kata1-zhizi-b40c768nbt-s11272M-d5935M.bin.gz",  # the net runtime/config.yaml serves
+            "model_file": SERVED_MODEL,
             "kgbench.status": "ok" if status == "FINISHED" else "failed",
             "kgbench.unstable": "false",
             "kgbench.invalid": "false",

@@ -18,7 +18,7 @@ from kgserve.settings import load_settings
 from tests.conftest import REPO
 from tests.helpers.clone import clone_working_tree, git_status
 
-from .conftest import Store
+from .conftest import SERVED_MODEL, Store
 
 OK = {"errors": 0, "timeouts": 0, "p50_ms": 300.0, "p99_ms": 500.0}
 CPU_NET = "g170-b6c96-s175395328-d26788732.bin.gz"
@@ -60,7 +60,7 @@ def test_a_cpu_sweep_is_refused_by_the_gpu_runtime_naming_both(
     assert promote_mod.main(["--tracking-uri", store.uri]) == 1
     err = capsys.readouterr().err
     assert "promote will not cross runtimes" in err
-    assert "serves cuda (GPU) with kata1-zhizi-b40c768nbt-s11272M-d5935M.bin.gz" in err  # the runtime it would write
+    assert f"serves cuda (GPU) with {SERVED_MODEL}" in err  # the runtime it would write
     assert f"eigen (CPU) with {CPU_NET} on laptop" in err  # the runs'
     assert "Nothing written" in err and "--runtime-dir runtime/eigen" in err
     assert _files(tracked.parent) == before
@@ -114,7 +114,7 @@ def test_another_model_or_runtime_config_is_another_runtime(
         "net", "katrain", backend="cuda", metrics={**OK, "req_per_s": 20.0}, tags={"model_file": "kata1-b18.bin.gz"}
     )
     assert promote_mod.main(["--tracking-uri", store.uri]) == 1
-    assert "ran the model kata1-b18.bin.gz, not kata1-zhizi-b40c768nbt-s11272M-d5935M.bin.gz" in capsys.readouterr().err
+    assert f"ran the model kata1-b18.bin.gz, not {SERVED_MODEL}" in capsys.readouterr().err
     store.sweep("elsewhere")
     other = str(tmp_path / "other" / "config.yaml")
     store.job(

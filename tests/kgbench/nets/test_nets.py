@@ -14,7 +14,9 @@ import pytest
 
 from kgbench.nets import (
     ARCHITECTURES,
+    PINNED_ARCHITECTURE,
     ModelFormatError,
+    NetDescription,
     architecture,
     describe_model,
     is_synthetic_model,
@@ -23,6 +25,7 @@ from kgbench.nets import (
     write_synthetic,
 )
 from kgbench.nets.__main__ import main as nets_main
+from kgserve.settings import load_settings
 from tests.conftest import REPO
 
 TINY = architecture("b2c32nbt")
@@ -94,6 +97,14 @@ def test_a_truncated_or_foreign_file_names_what_did_not_parse(tmp_path: Path, ti
         describe_model(trailing)
 
 
+def test_the_pinned_architecture_is_the_pinned_networks() -> None:
+    """PINNED_ARCHITECTURE (what `synthetic:` qualifications and the sim's default stand for) moves with
+    runtime/config.yaml's pinned network (docs/runbook.md, "Re-pinning KataGo and the network")."""
+    release = load_settings().release
+    assert release is not None and release.network.name.startswith(PINNED_ARCHITECTURE)
+    assert architecture(PINNED_ARCHITECTURE).transformer is not None
+
+
 def test_synth_refuses_an_extension_katago_would_misread(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"\.bin or \.bin\.gz"):
         write_synthetic(TINY, tmp_path / "net.txt.gz")
@@ -127,6 +138,75 @@ def test_the_cli_describes_writes_and_fails_clearly(
     assert not any(heavy in done.stderr for heavy in ("mlflow", "fastapi", "hydra"))
 
 
+def test_a_tiny_transformer_reads_back_with_its_flops_split(tmp_path: Path) -> None:
+    net_path = tmp_path / "synthetic-b2c32h2nbttflrs.bin"
+    write_synthetic(architecture("b2c32h2nbttflrs"), net_path)
+    net = describe_model(net_path)
+    assert net.version == 17 and net.architecture == "b2c32nbt+attn" and net.attention_layers == 2
+    assert net.block_kinds == ("nested[attention,ffn]",) * 2
+    parts = net.flops_by_part(19)
+    assert set(parts) == {"conv", "attention", "ffn", "heads"} and sum(parts.values()) == pytest.approx(net.flops(19))
+    # attention: four 16x16 projections at every point and the two points^2 products of 2 heads x 8 channels
+    assert parts["attention"] == 2 * 2 * (4 * 16 * 16 * 361 + 2 * 8 * 2 * 361**2)
+    assert parts["ffn"] == 2 * 2 * (3 * 16 * 24 * 361)  # SwiGLU: in, gate, out
+    assert net.floats > net.params  # the batch norms' running means and variances are floats KataGo does not count
+
+
+@pytest.fixture(scope="module")
+def v117_transformers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, NetDescription]:
+    folder = tmp_path_factory.mktemp("v117")
+    out = {}
+    for name in ("b11c768h12nbt3tflrs-fson-silu", "b10c512h8nbt3tflrs-fson-silu-rsnh"):
+        path = folder / f"synthetic-{name}.bin"
+        write_synthetic(architecture(name), path)
+        out[name] = describe_model(path)
+        path.unlink()  # 282 MB and 114 MB
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "params", "floats_m", "mflop", "attention_share"),
+    [
+        ("b11c768h12nbt3tflrs-fson-silu", 70_442_025, 70.5, 57_286, 0.115),
+        ("b10c512h8nbt3tflrs-fson-silu-rsnh", 28_537_801, 28.6, 24_518, 0.163),
+    ],
+)
+def test_the_v117_transformers_cost_what_their_published_files_do(
+    v117_transformers: dict[str, NetDescription],
+    name: str,
+    params: int,
+    floats_m: float,
+    mflop: int,
+    attention_share: float,
+) -> None:
+    """Published figures of the real release files (sanderland/vibego, experiments/2026-08-01-katago-net-
+    compression.md, read off the files: params as the floats in the file, MFLOP/eval at 19x19, the attention share);
+    `params` is KataGo's own count for our file (its log line, tests/katago/test_nets.py)."""
+    net = v117_transformers[name]
+    assert net.params == params and net.version == 17
+    assert round(net.floats / 1e6, 1) == floats_m
+    assert round(net.flops() / 1e6) == mflop
+    parts = net.flops_by_part()
+    assert sum(parts.values()) == pytest.approx(net.flops())
+    assert parts["ffn"] > parts["attention"] > parts["conv"] > parts["heads"] > 0
+    assert round(net.attention_flops() / net.flops(), 3) == attention_share  # the points^2 products' share
+
+
+@pytest.mark.skipif(importlib.util.find_spec("katrain") is None, reason="the katrain extra is not installed")
+def test_the_katrain_layout_written_synthetic_is_the_real_file_layer_for_layer(tmp_path: Path) -> None:
+    """The writer's transformer layers against a real transformer file: every layer's name, shape and cost equal."""
+    real = describe_model(katrain_model_path())
+    path = tmp_path / "synthetic-b10c384h6nbttflrs.bin"
+    write_synthetic(architecture("b10c384h6nbttflrs"), path)
+    twin = describe_model(path)
+    assert twin.name == "synthetic-" + real.name and twin.synthetic
+    assert (twin.version, twin.trunk_channels, twin.mid_channels, twin.block_kinds) == (
+        real.version, real.trunk_channels, real.mid_channels, real.block_kinds
+    )  # fmt: skip
+    assert twin.layers == real.layers and twin.floats == real.floats == 10_557_657
+
+
 @pytest.mark.skipif(importlib.util.find_spec("katrain") is None, reason="the katrain extra is not installed")
 def test_the_katrain_net_is_found_and_counted() -> None:
     """KaTrain 1.20's b10c384h6nbttflrs: KataGo's log says "(nbt transformer, 10545753 params)"; its attention is
@@ -137,6 +217,8 @@ def test_the_katrain_net_is_found_and_counted() -> None:
     assert net.attention_flops() == 20 * 4 * 361**2 * 192
     assert net.flops() / 1e9 == pytest.approx(9.5625, abs=1e-4)
     assert net.flops() / net.rule_of_thumb_flops() == pytest.approx(1.265, abs=1e-3)
+    parts = net.flops_by_part()
+    assert parts["attention"] == pytest.approx(4.131e9, rel=1e-3) and parts["ffn"] == pytest.approx(4.259e9, rel=1e-3)
 
 
 def test_the_katago_test_net_when_the_real_tier_names_it() -> None:

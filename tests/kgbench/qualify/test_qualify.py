@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from kgbench.qualify.__main__ import _parser, options_from_args
 from kgbench.qualify.options import parse_budget
+from kgbench.qualify.runner import Budget
 from kgbench.qualify.sweep_steps import wide_axes
 from tests.conftest import REPO
 
@@ -29,6 +31,7 @@ def test_a_budget_that_is_no_budget_is_refused(text: str) -> None:
 def test_the_wider_sweep_turns_the_knob_the_bottleneck_names() -> None:
     cfg = {"numAnalysisThreads": "64", "numSearchThreadsPerAnalysisThread": "4", "numNNServerThreadsPerModel": "2"}
     assert wide_axes("gpu", cfg, 2) == ("numNNServerThreadsPerModel", [1, 4])
+    assert wide_axes("kernels", cfg, 2) == ("numNNServerThreadsPerModel", [1, 4])  # busy far below its matrix rate
     assert wide_axes("batching", cfg, 2) == ("numAnalysisThreads", [128, 256])
     assert wide_axes("host", cfg, 3) == ("numSearchThreadsPerAnalysisThread", [2, 1, 8])
     # a value the line already measured is never measured again
@@ -51,3 +54,18 @@ def test_bad_arguments_exit_2_before_anything_runs(tmp_path: Path) -> None:
             [sys.executable, "-m", "kgbench.qualify", *args], capture_output=True, text=True, env=env, timeout=120
         )
         assert done.returncode == 2 and message in done.stderr
+
+
+def test_steps_pick_the_measurements_and_share_the_budget_of_those_left_out() -> None:
+    """--steps line: a second net at the user's line (benchmarks/gpu_h200.sh); node, build, net and gemm always run,
+    and the line gets the whole budget instead of its third."""
+    options = options_from_args(_parser().parse_args(["--steps", "line", "--budget", "3m"]))
+    assert options.steps == frozenset({"line"})
+    assert options_from_args(_parser().parse_args([])).steps is None
+    for bad in ("gemm", "line,nope", ","):
+        with pytest.raises(ValueError, match="--steps"):
+            options_from_args(_parser().parse_args(["--steps", bad]))
+    budget = Budget(300)
+    assert budget.share(0.33, 120) == pytest.approx(120, abs=1)
+    budget.widen = 1.0 / 0.33
+    assert budget.share(0.33, 120) == pytest.approx(300, abs=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kgbench.track.efficiency import JobFigures, bottleneck, efficiency_metrics
+from kgbench.track.efficiency import KERNELS_MFU, JobFigures, bottleneck, efficiency_metrics
 from kgbench.track.measure import over_spans
 
 GPU_BUSY = {"gpu_util_mean": 96.0, "gpu_energy_j": 680.0 * 6, "gpu_power_mean_w": 680.0}
@@ -36,6 +36,18 @@ def test_mfu_energy_and_batch_fill_from_what_a_b40_job_measured() -> None:
     assert out["nn_evals_per_analysis"] == pytest.approx(100.0)
     verdict = bottleneck(f)
     assert verdict.kind == "gpu" and "GPU busy 96%" in verdict.reason and "nnMaxBatchSize" in verdict.knob
+
+
+def test_a_busy_gpu_far_below_its_matrix_rate_is_kernel_bound() -> None:
+    """The KaTrain transformer on the H100 (docs/gpu-h100.md): 69.8 analyses/s, 6,507 NN evals/s of 9.5625 GFLOP
+    against a measured 739 TFLOP/s is MFU 0.08 with the GPU 89% busy: busy, but not with matrix arithmetic. The b40
+    job above, as busy at MFU 0.49, stays `gpu`; the same figures without a GEMM rate cannot tell, and say gpu."""
+    figures = {"req_per_s": 69.8, "analyses_in_windows": 419, "gpu": {"gpu_util_mean": 89.0}, "host": HOST_QUIET,
+               "nn_evals_per_s": 6507.0, "flops_per_eval": 9.5625e9}  # fmt: skip
+    verdict = bottleneck(JobFigures(**figures, gemm_tflops=739.0))  # type: ignore[arg-type]
+    assert verdict.kind == "kernels" and "GPU busy 89%, MFU 0.08" in verdict.reason and "v1.18" in verdict.knob
+    assert 6507 * 9.5625e9 / 739e12 < KERNELS_MFU < 2150 * 166.586e9 / 732e12
+    assert bottleneck(JobFigures(**figures)).kind == "gpu"  # type: ignore[arg-type]
 
 
 def test_an_engine_that_answered_everything_counts_its_own_rows() -> None:

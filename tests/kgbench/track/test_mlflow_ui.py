@@ -74,6 +74,12 @@ def test_run_names_are_short_and_say_what_differs() -> None:
     more = {**cfg, "numNNServerThreadsPerModel": 4, "transport": "direct", "engines": 2}
     overrides = ["++numNNServerThreadsPerModel=4", "transport=direct", "engines=2", "runtime_config=/x.yaml"]
     assert job_name(more, overrides) == "cuda b128 t64x2 srv4 direct 2 engines"
+    # networks side by side: the net group's name, or engine.model's architecture or file stem
+    assert job_name(cfg, ["net=synthetic-b11c768"]) == "cuda b128 t64x2 net=synthetic-b11c768"
+    assert job_name(cfg, ["engine.model=synthetic\\:b2c32nbt"]) == "cuda b128 t64x2 b2c32nbt"
+    assert job_name(cfg, ["engine.model=/nets/kata1-tf3-b11c768-s11001M-d5973M.bin.gz"]).endswith(
+        " kata1-tf3-b11c768-s11001M-d5973M"
+    )
     assert job_name({"backend": "sim"}, ["++useFP16=false"]) == "sim useFP16=false"
 
 

@@ -90,8 +90,9 @@ def test_model_path_is_checked_before_ready(tmp_path: Path) -> None:
 
 
 def test_device_memory_is_shared_between_processes(tmp_path: Path) -> None:
-    cfg = write_cfg(tmp_path, nnMaxBatchSize=16384, numNNServerThreadsPerModel=2)  # about 100 GiB of 140
-    env = sim_env(200.0)
+    # the convnet profile's memory, linear in the batch: about 100 GiB of 140
+    cfg = write_cfg(tmp_path, nnMaxBatchSize=16384, numNNServerThreadsPerModel=2)
+    env = sim_env(200.0, KGSERVE_SIM_PROFILE="h200-b40c768")
     first = subprocess.Popen(
         sim_argv(cfg), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
@@ -102,7 +103,9 @@ def test_device_memory_is_shared_between_processes(tmp_path: Path) -> None:
         assert b"query_version" in first.stdout.readline()  # started: its memory is allocated
         second = subprocess.run(sim_argv(cfg), input=b"", capture_output=True, env=env, timeout=60)
         assert second.returncode == 1 and b"out of memory" in second.stderr
-        other_device = subprocess.run(sim_argv(cfg), input=b"", capture_output=True, env=sim_env(200.0), timeout=60)
+        other_device = subprocess.run(
+            sim_argv(cfg), input=b"", capture_output=True, env={**env, **sim_env(200.0)}, timeout=60
+        )
         assert other_device.returncode == 0
     finally:
         first.communicate(timeout=60)

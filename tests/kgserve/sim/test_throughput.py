@@ -31,18 +31,20 @@ GRIDS = {
 }
 
 
+# The swept keys' shapes are what the H100 measured with the b40c768nbt convnet (docs/throughput-model.md, "The GPU
+# profiles"), not guesses: they hold its profile (the default profile follows the pinned network, a transformer)
+CONVNET = "h200-b40c768"
+
+
 def rates(key: str) -> list[float]:
-    return [predict_throughput({**BASE, key: value}, 500, 512) for value in GRIDS[key]]
-
-
-# The swept keys' shapes are what the H100 measured (docs/throughput-model.md, "The GPU profiles"), not guesses.
+    return [predict_throughput({**BASE, key: value}, 500, 512, profile=CONVNET) for value in GRIDS[key]]
 
 
 def test_one_or_two_server_threads_alike_more_split_the_batches() -> None:
     # the H100, 64x4 at 256 in flight through kgserve: 1 server thread 21.3 req/s, 2: 21.5, 4: 16.1 (its batches
     # shrink to 50 rows); katago benchmark at 256 threads: 1,714 NN evals/s, 1,686-1,776, 1,625
     cfg = {**BASE, "numAnalysisThreads": 64, "numSearchThreadsPerAnalysisThread": 4}
-    r = {s: predict_throughput({**cfg, "numNNServerThreadsPerModel": s}, 100, 256) for s in (1, 2, 4, 8)}
+    r = {s: predict_throughput({**cfg, "numNNServerThreadsPerModel": s}, 100, 256, CONVNET) for s in (1, 2, 4, 8)}
     assert r[1] == pytest.approx(r[2], rel=0.05) and r[8] < r[4] < 0.9 * min(r[1], r[2]), r
 
 
@@ -64,7 +66,7 @@ def test_fewer_search_threads_per_position_waste_less() -> None:
     # the same 256 threads in flight (H100, 100 visits: 128x2 20.2 req/s, 32x8 18.5)
     split = [(256, 1), (128, 2), (64, 4), (32, 8)]
     r = [
-        predict_throughput({**BASE, "numAnalysisThreads": a, "numSearchThreadsPerAnalysisThread": t}, 100, a)
+        predict_throughput({**BASE, "numAnalysisThreads": a, "numSearchThreadsPerAnalysisThread": t}, 100, a, CONVNET)
         for a, t in split
     ]
     assert r == sorted(r, reverse=True) and r[0] > r[-1], r
@@ -79,27 +81,33 @@ def test_nn_cache_size_does_not_matter_for_distinct_positions() -> None:
 
 def test_joint_optimum_beats_the_hand_written_default() -> None:
     best = max(
-        predict_throughput({**BASE, "numAnalysisThreads": a, "numSearchThreadsPerAnalysisThread": t}, 500, 512)
+        predict_throughput({**BASE, "numAnalysisThreads": a, "numSearchThreadsPerAnalysisThread": t}, 500, 512, CONVNET)
         for a in (16, 32, 64, 128, 256)
         for t in (1, 2, 4)
     )
-    assert best > predict_throughput(BASE, 500, 512) * 1.02
+    assert best > predict_throughput(BASE, 500, 512, CONVNET) * 1.02
 
 
 def test_shape_of_the_model() -> None:
-    one = [steady_state(SimParams(1, t, max(16, t), 1, 20), 1).visits_per_search for t in (1, 2, 4, 8)]
+    one = [steady_state(SimParams(1, t, max(16, t), 1, 20, profile=CONVNET), 1).visits_per_search for t in (1, 2, 4, 8)]
     assert one == sorted(one) and one[-1] > 3 * one[0]  # more threads in flight: bigger batches
     # one search cannot use the device well: its batches stay small (the H100: one search of 64 threads 1,187 NN
     # evals/s in batches of 19, many searches ~2,200 in batches of ~90)
-    single = steady_state(SimParams(1, 64, 64, 2, 20), 1)
-    many = steady_state(SimParams(64, 4, 128, 2, 20), 64, 100)
+    single = steady_state(SimParams(1, 64, 64, 2, 20, profile=CONVNET), 1)
+    many = steady_state(SimParams(64, 4, 128, 2, 20, profile=CONVNET), 64, 100)
     assert single.evals_per_s < 0.7 * many.evals_per_s and single.batch < 0.5 * many.batch
-    assert predict_throughput({**BASE, "nnMaxBatchSize": 32768}, 500, 512) == 0.0  # does not fit the device
-    assert predict_throughput(BASE, 100, 512) > 3 * predict_throughput(BASE, 500, 512)
+    assert predict_throughput({**BASE, "nnMaxBatchSize": 32768}, 500, 512, CONVNET) == 0.0  # does not fit the device
+    assert predict_throughput(BASE, 100, 512, CONVNET) > 3 * predict_throughput(BASE, 500, 512, CONVNET)
     as_text = {key: str(value) for key, value in BASE.items()}  # a rendered cfg's values are strings
-    assert predict_throughput(as_text, 500, 512) == predict_throughput(BASE, 500, 512)
-    assert predict_throughput(BASE, 500, 1) < predict_throughput(BASE, 500, 16) < predict_throughput(BASE, 500, 64)
-    assert predict_throughput(BASE, 500, 512) == predict_throughput(BASE, 500, 64)  # 64 analysis threads
+    assert predict_throughput(as_text, 500, 512, CONVNET) == predict_throughput(BASE, 500, 512, CONVNET)
+    assert (
+        predict_throughput(BASE, 500, 1, CONVNET)
+        < predict_throughput(BASE, 500, 16, CONVNET)
+        < predict_throughput(BASE, 500, 64, CONVNET)
+    )
+    assert predict_throughput(BASE, 500, 512, CONVNET) == predict_throughput(
+        BASE, 500, 64, CONVNET
+    )  # 64 analysis threads
 
 
 def test_shared_device_serialises_reservations() -> None:

@@ -95,8 +95,21 @@ def test_group_files_say_what_they_set() -> None:
     for path in Path(CONF_DIR).glob("*/*.yaml"):
         text = path.read_text()
         assert text.lstrip().startswith("#"), f"{path} has no leading comment"
-        if path.parent.name in {"threads", "batch", "cache", "backend"}:
+        if path.parent.name in {"threads", "batch", "cache", "backend", "net"}:
             assert "# @package _global_" in text, path
+
+
+def test_the_net_group_names_the_network_and_the_command_line_still_wins() -> None:
+    """`net=NAME` sets engine.model (after config.yaml's own null, before an experiment); `engine.model=` wins."""
+    assert _compose([]).engine.model is None  # net=runtime: the runtime config's network, the pinned one
+    assert _compose(["net=synthetic-b11c768"]).engine.model == "synthetic:b11c768h12nbt3tflrs-fson-silu"
+    assert _compose(["net=synthetic-b40c768nbt"]).engine.model == "synthetic:b40c768nbt"
+    assert _compose(["net=katrain"]).engine.model == "katrain"
+    assert _compose(["net=zhizi-b40c768nbt"]).engine.model.endswith("kata1-zhizi-b40c768nbt-s11272M-d5935M.bin.gz")
+    assert _compose(["net=synthetic-b11c768", "engine.model=/nets/mine.bin.gz"]).engine.model == "/nets/mine.bin.gz"
+    assert "net" in config_groups()
+    options = {path.stem for path in (Path(CONF_DIR) / "net").glob("*.yaml")}
+    assert {"runtime", "synthetic-b11c768", "synthetic-b10c512", "synthetic-b40c768nbt", "katrain"} <= options
 
 
 def test_optuna_search_config_selects_kgbench_sweeper_with_a_journal() -> None:
