@@ -101,8 +101,11 @@ def test_the_readme_on_a_real_katago(tmp_path: Path, real_katago: RealKatago) ->
 
 def _verified(verify_step: str, env: dict[str, str], clone: Path, config: Path) -> None:
     """The check after promote passes on the promoted cfg, and fails, naming it, with a worse served setting."""
-    good = run_step(verify_step, env, clone, timeout=300).stdout
-    assert "load: the job's, at concurrency 8" in good and "served " in good, good
+    first = subprocess.run(["bash", "-c", verify_step], cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    # on shared cores a 5-window measurement can land below the job's: verify's own advice is to run it again; a
+    # served setting that is not the measured one fails both (the worse setting below)
+    good = first.stdout if first.returncode == 0 else run_step(verify_step, env, clone, timeout=300).stdout
+    assert "load: the job's, at concurrency 8" in good and "served " in good, first.stdout + good
     assert "within it" in good or "above the measured interval" in good, good
     text = config.read_text()
     config.write_text(text.replace("max_inflight_per_client: 512", "max_inflight_per_client: 1"))
