@@ -29,6 +29,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState
 
 from kgbench.load.types import LevelSummary
+from kgbench.search.asking import reuse_earlier
 from kgbench.search.space import SearchSpace, parse_space
 from kgbench.search.study import (
     FAILED_ATTR,
@@ -38,7 +39,6 @@ from kgbench.search.study import (
     make_sampler,
     open_storage,
     open_study,
-    reuse_earlier,
     tell_job,
     trial_by_number,
 )

@@ -1,6 +1,6 @@
 """`python -m benchmarks.search_budget`: which sampler makes a search worth its budget, seeds x budgets.
 
-The sweeper's own loop (kgbench.search.study.ask_new: a repeated config reuses its result and costs nothing, a
+The sweeper's own loop (kgbench.search.asking.ask_new: a repeated config reuses its result and costs nothing, a
 finite space is sampled without repeats; the budget counts measured configs) with each sampler, on two spaces of the
 simulated engine's throughput model (kgserve.sim.model.throughput.predict_throughput, a seeded 3% noise per level):
 
@@ -37,19 +37,11 @@ import optuna
 
 from benchmarks.search import LEVEL_S, LEVELS, PRUNER, SPACE, STARTUP_S, VISITS, grid_configs
 from kgbench.load.types import LevelSummary
+from kgbench.search.asking import ask_new, enqueue_start, measured_trials, reuse_earlier
 from kgbench.search.budget import jobs_that_fit, spent
 from kgbench.search.space import SearchSpace, parse_space
 from kgbench.search.start import start_params
-from kgbench.search.study import (
-    JOB_S_ATTR,
-    ask_new,
-    enqueue_start,
-    make_pruner,
-    make_sampler,
-    measured_trials,
-    reuse_earlier,
-    tell_job,
-)
+from kgbench.search.study import JOB_S_ATTR, make_pruner, make_sampler, tell_job
 from kgbench.search.trial import TrialLink
 from kgserve.sim.model.throughput import predict_throughput
 

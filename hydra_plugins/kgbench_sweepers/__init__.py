@@ -35,9 +35,15 @@ class _Lazy(Sweeper):
 
 
 class OptunaSweeper(_Lazy):
-    """conf/hydra/sweeper/kgbench_optuna.yaml's target: kgbench.search.optuna_sweeper.OptunaSweeper."""
+    """conf/hydra/sweeper/kgbench_optuna.yaml's target: kgbench.search.optuna_sweeper.OptunaSweeper, given the
+    sweep's hooks (kgbench.sweep.search_hooks: the condition's environment, the sweep's opening or refusal; the search
+    sits below the sweep and cannot import it)."""
 
     _impl = ("kgbench.search.optuna_sweeper", "OptunaSweeper")
+
+    def __init__(self, **params: Any) -> None:
+        hooks = importlib.import_module("kgbench.sweep.search_hooks").SearchHooks()
+        super().__init__(**params, hooks=hooks)
 
 
 class GroupedSweeper(_Lazy):

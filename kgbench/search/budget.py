@@ -1,6 +1,6 @@
 """A search's budget in job-seconds (``hydra.sweeper.budget_s``): what the study's jobs spent, and how many more fit.
 
-Each job writes its own wall seconds into its trial (``kgbench.job_s``, kgbench.search.trial.record_job_seconds):
+Each job writes its own wall seconds into its trial (``kgbench.job_s``, kgbench.search.trial.record_job_end):
 the job knows its span whatever launched it (the sweeper's own process, a PBS job on another node), and the study
 in the shared journal then holds every worker's spending, so the budget is the study's, as ``n_trials`` is. A
 sweeper that times its launches could not tell one job's seconds from another's when ``n_jobs`` run at once, and
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import optuna
 from optuna.trial import TrialState
 
-from kgbench.search.study import JOB_S_ATTR, REUSED_ATTR
+from kgbench.search.attrs import JOB_S_ATTR, is_copy
 
 __all__ = ["Spent", "jobs_that_fit", "spent"]
 
@@ -43,7 +43,7 @@ def spent(study: optuna.Study) -> Spent:
     """The study's job-seconds so far (from every worker's trials)."""
     seconds, jobs, running, longest = 0.0, 0, 0, 0.0
     for trial in study.get_trials(deepcopy=False):
-        if REUSED_ATTR in trial.user_attrs:
+        if is_copy(trial):
             continue
         value = trial.user_attrs.get(JOB_S_ATTR)
         if isinstance(value, int | float) and math.isfinite(value):

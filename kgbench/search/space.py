@@ -11,11 +11,15 @@ without Hydra's ``+``/``++`` prefix (``nnMaxBatchSize``, ``load.max_visits``).
 A space of choices and ranges only is finite (``size``): a search on it never measures a config twice, and a
 proposal that repeats a measured one is moved to the nearest config not measured yet (``nearest_unmeasured``).
 ``describe`` is the space as `python -m kgbench --space ...` and the sweeper print it before any job runs.
+``identity`` is what a study keeps of its space (kgbench.search.studies: a study per condition and space), and
+``param_of`` maps a value a job ran back to this space's param, so trials of another space are read by their values,
+never by their params (an ordered choice's index means another value in a narrowed space).
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import random
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,9 +33,10 @@ from optuna.distributions import (
     CategoricalDistribution,
     FloatDistribution,
     IntDistribution,
+    distribution_to_json,
 )
 
-__all__ = ["SearchError", "SearchSpace", "distribution", "parse_space", "trial_key"]
+__all__ = ["SearchError", "SearchSpace", "as_number", "distribution", "parse_space", "same_value", "trial_key"]
 
 
 class SearchError(ValueError):
@@ -110,6 +115,30 @@ class SearchSpace:
             return abs(pool.index(a) - pool.index(b)) / (len(pool) - 1) if a in pool and b in pool else 1.0
         return 0.0 if a == b else 1.0
 
+    def param_of(self, name: str, value: object) -> object | None:
+        """A value as a job runs it -> this space's param for ``name`` (an ordered choice's index), None when the
+        space cannot take it."""
+        dist = self.distributions[name]
+        if name in self.ordered:
+            return next((i for i, choice in enumerate(self.ordered[name]) if same_value(choice, value)), None)
+        if isinstance(dist, CategoricalDistribution):
+            return next((choice for choice in dist.choices if same_value(choice, value)), None)
+        number = as_number(value)
+        if number is None:
+            return None
+        if isinstance(dist, IntDistribution):
+            return int(number) if number in (self.choices(name) or ()) else None
+        assert isinstance(dist, FloatDistribution)
+        return float(number) if dist.low <= number <= dist.high else None
+
+    def identity(self) -> dict[str, object]:
+        """The space as JSON-able data (each parameter's distribution, an ordered choice's values): what a study
+        keeps of it, and what tells two spaces apart."""
+        return {
+            name: {"distribution": json.loads(distribution_to_json(dist)), "values": list(self.ordered.get(name, ()))}
+            for name, dist in sorted(self.distributions.items())
+        }
+
     def describe(self) -> list[str]:
         """The space, one line per parameter, then its size and the fixed overrides."""
         width = max((len(name) for name in self.distributions), default=0)
@@ -133,6 +162,26 @@ class SearchSpace:
 
 def _text(value: object) -> str:
     return "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def as_number(value: object) -> float | None:
+    """A number, or a number's text, as a float; None for anything else (booleans included)."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value) if math.isfinite(value) else None
+    try:
+        return float(str(value))
+    except ValueError:
+        return None
+
+
+def same_value(choice: object, value: object) -> bool:
+    """Whether a job's value is this choice: equal, the same number (``64`` and ``64.0``) or the same text."""
+    if choice == value:
+        return True
+    a, b = as_number(choice), as_number(value)
+    return (a is not None and b is not None and a == b) or str(choice) == str(value)
 
 
 def _number(value: object) -> int | float:

@@ -18,13 +18,12 @@ example is 32 x 1), since threads on one search tree conflict and weaken it; and
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
-from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+from optuna.distributions import FloatDistribution
 
-from kgbench.search.space import SearchError, SearchSpace
+from kgbench.search.space import SearchError, SearchSpace, as_number
 
 __all__ = ["ADVICE", "FACTORS", "KATAGO", "describe_start", "shown", "start_params"]
 
@@ -75,8 +74,8 @@ def _katago_start(space: SearchSpace, known: Mapping[str, object]) -> dict[str, 
         if name in space.distributions and (pick := _extreme(space, name, largest=False)) is not None:
             params[name], values[SEARCH[0]] = pick
     if BATCH in space.distributions:
-        threads = values.get(ANALYSIS, _number(known.get(ANALYSIS)))
-        per = values.get(SEARCH[0], _number(known.get(SEARCH[0])) or _number(known.get(SEARCH[1])))
+        threads = values.get(ANALYSIS, as_number(known.get(ANALYSIS)))
+        per = values.get(SEARCH[0], as_number(known.get(SEARCH[0])) or as_number(known.get(SEARCH[1])))
         if threads is not None and per is not None and (batch := _at_least(space, BATCH, threads * per)) is not None:
             params[BATCH] = batch
     return params
@@ -93,7 +92,7 @@ def _numbers(space: SearchSpace, name: str) -> list[tuple[object, float]] | None
     params = space.choices(name)
     if params is None:
         return None
-    pairs = [(p, _number(space.values({name: p})[name])) for p in params]
+    pairs = [(p, as_number(space.values({name: p})[name])) for p in params]
     return None if any(v is None for _, v in pairs) else [(p, float(v or 0)) for p, v in pairs]
 
 
@@ -128,40 +127,7 @@ def _user_start(space: SearchSpace, setting: Mapping[Any, Any]) -> dict[str, obj
 
 def _param_of(space: SearchSpace, name: str, value: object) -> object:
     """A value as the job runs it -> the trial param (an ordered choice's index); SearchError when not in the space."""
-    dist = space.distributions[name]
-    if name in space.ordered:
-        for index, choice in enumerate(space.ordered[name]):
-            if _same(choice, value):
-                return index
-    elif isinstance(dist, CategoricalDistribution):
-        for choice in dist.choices:
-            if _same(choice, value):
-                return choice
-    elif isinstance(dist, IntDistribution):
-        number = _number(value)
-        if number is not None and number in (space.choices(name) or ()):
-            return int(number)
-    else:
-        assert isinstance(dist, FloatDistribution)
-        number = _number(value)
-        if number is not None and dist.low <= number <= dist.high:
-            return float(number)
-    raise SearchError(f"hydra.sweeper.start.{name}={value!r}: not a value the search can take")
-
-
-def _same(choice: object, value: object) -> bool:
-    if choice == value:
-        return True
-    a, b = _number(choice), _number(value)
-    return (a is not None and b is not None and a == b) or str(choice) == str(value)
-
-
-def _number(value: object) -> float | None:
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value) if math.isfinite(value) else None
-    try:
-        return float(str(value))
-    except ValueError:
-        return None
+    param = space.param_of(name, value)
+    if param is None:
+        raise SearchError(f"hydra.sweeper.start.{name}={value!r}: not a value the search can take")
+    return param

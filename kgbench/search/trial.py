@@ -4,24 +4,29 @@ The sweeper adds ``++search.journal=PATH ++search.study=NAME ++search.trial=N`` 
 opens the journal itself, so this works in the sweeper's process (basic launcher) as well as in a job started on
 another node. The intermediate value at step k is the best req/s over the levels measured so far (it only grows,
 so the pruner compares like with like). A pruned job records ``kgbench.pruned_at_step`` on its trial; the sweeper
-reads it and tells the trial as PRUNED. Every job, whatever came of it, records its wall seconds
-(``kgbench.job_s``) for the search's job-second budget (kgbench.search.budget).
+reads it and tells the trial as PRUNED. Every job, whatever came of it, records its end (``record_job_end``): its
+wall seconds (``kgbench.job_s``) for the search's job-second budget (kgbench.search.budget), the machine it ran on
+(``kgbench.machine``: under PBS, the node's) and, when it failed, its one-line reason (``kgbench.failure``). A
+trial whose job returned without that end was lost (its process or node died), not failed: the sweeper measures
+its config again (kgbench.search.lease).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import optuna
 from omegaconf import DictConfig
 
 from kgbench.load.types import LevelSummary
+from kgbench.search.attrs import FAILURE_ATTR, JOB_S_ATTR, MACHINE_ATTR, PRUNED_ATTR
 from kgbench.search.space import SearchError
-from kgbench.search.study import JOB_S_ATTR, PRUNED_ATTR, open_study, trial_by_number
+from kgbench.search.study import open_study, trial_by_number
 
-__all__ = ["PRUNED_ATTR", "TrialLink", "record_job_seconds", "trial_overrides"]
+__all__ = ["PRUNED_ATTR", "TrialLink", "record_job_end", "trial_overrides"]
 
 log = logging.getLogger(__name__)
 
@@ -34,17 +39,22 @@ def trial_overrides(journal: str, study: str, number: int) -> list[str]:
     return [f"++search.journal='{journal}'", f"++search.study='{study}'", f"++search.trial={number}"]
 
 
-def record_job_seconds(cfg: DictConfig, seconds: float) -> None:
-    """Write the job's wall seconds into its trial (``kgbench.job_s``) when a search launched it; never raises: a
-    trial that cannot be written is left to the sweeper, which then counts the batch's seconds."""
+def record_job_end(cfg: DictConfig, seconds: float, machine: Callable[[], str], failure: str | None) -> None:
+    """Write the job's end into its trial when a search launched it: its reason when it failed (``kgbench.failure``),
+    the machine (``kgbench.machine``, asked of ``machine`` only for a search's job) and, last, its wall seconds
+    (``kgbench.job_s``: the sweeper reads it as "the job ended"). Never raises: a trial that cannot be written is
+    left to the sweeper, which then counts the batch's seconds."""
     search = cfg.get("search")
     if search is None or search.get("trial") is None:
         return
     try:
         trial = trial_by_number(open_study(str(search.journal), str(search.study)), int(search.trial))
+        if failure:
+            trial.set_user_attr(FAILURE_ATTR, failure)
+        trial.set_user_attr(MACHINE_ATTR, machine())
         trial.set_user_attr(JOB_S_ATTR, round(float(seconds), 3))
     except Exception as exc:  # a finished or missing trial, an unreadable journal: the sweeper fills it in
-        log.warning("could not record the job's %.1f s in its trial: %s: %s", seconds, type(exc).__name__, exc)
+        log.warning("could not record the job's end (%.1f s) in its trial: %s: %s", seconds, type(exc).__name__, exc)
 
 
 class TrialLink:

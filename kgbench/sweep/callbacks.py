@@ -46,7 +46,9 @@ ENV_JOBS = "KGBENCH_SWEEP_JOBS"
 ENV_EXPERIMENT = "KGBENCH_EXPERIMENT"
 ENV_JOB_KEY = "KGBENCH_JOB_KEY"  # set by a remote launcher: finds the run of a job whose process was lost
 _SWEEP_ENV = (ENV_PARENT, ENV_SWEEP, ENV_JOBS, ENV_EXPERIMENT)
-_GRID_OPENS_ITSELF = "GroupedSweeper"  # kgbench's grid sweeper: opens the sweep after its preflight
+# kgbench's sweepers open the sweep themselves, once they know it can run: the grid after its preflight, the Optuna
+# search after its journal and study are checked (kgbench.sweep.search_hooks)
+_OPEN_THEMSELVES = ("GroupedSweeper", "OptunaSweeper")
 
 
 BOOKKEEPING = ("++search.", "++race.")  # overrides a sweeper adds to link a job to its trial or race round
@@ -110,7 +112,7 @@ class KgbenchCallback(Callback):
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         state.reset()
         sweeper = str(config.hydra.sweeper.get("_target_", ""))
-        if _GRID_OPENS_ITSELF in sweeper:
+        if any(name in sweeper for name in _OPEN_THEMSELVES):
             return
         try:
             overrides = list(config.hydra.overrides.task)

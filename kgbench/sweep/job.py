@@ -17,7 +17,7 @@ from typing import Any
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from kgbench.search.trial import record_job_seconds
+from kgbench.search.trial import record_job_end
 from kgbench.sweep import modes
 from kgbench.sweep.callbacks import (
     BOOKKEEPING,
@@ -37,6 +37,7 @@ from kgbench.targets.base import TargetError
 from kgbench.targets.serving import changes_json, serving_line, serving_params, serving_settings
 from kgbench.track import tracking
 from kgbench.track.naming import job_name
+from kgbench.track.runtime_id import this_machine
 from kgbench.track.sampling.gpu import gpu_name
 from kgbench.track.schema import (
     BACKEND,
@@ -199,10 +200,15 @@ def job_experiment(cfg: DictConfig) -> str:
 def run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
     """Run one job and record it. Never raises (except KeyboardInterrupt, after marking the run FAILED)."""
     started = time.monotonic()
+    outcome: JobOutcome | None = None
     try:
-        return _run_job(cfg, ctx)
+        outcome = _run_job(cfg, ctx)
+        return outcome
     finally:
-        record_job_seconds(cfg, time.monotonic() - started)  # a search's job-second budget (hydra.sweeper.budget_s)
+        # a search's trial: the job-second budget (hydra.sweeper.budget_s), the node, why it failed; its end tells
+        # the sweeper that the job was not lost
+        failure = "interrupted" if outcome is None else outcome.reason
+        record_job_end(cfg, time.monotonic() - started, this_machine, failure)
         job_done()  # the sweep's bar and its ETA
 
 

@@ -10,12 +10,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import optuna
 from hydra import compose, initialize_config_dir
 from mlflow.tracking import MlflowClient
 from omegaconf import DictConfig
 from ruamel.yaml import YAML
 
 from kgbench.__main__ import CONF_DIR, rewrite_overrides
+from kgbench.search.attrs import FAMILY_ATTR
+from kgbench.search.journal import open_storage
 from tests.conftest import REPO
 
 # issue 28's 3 x 3 real-CPU space as an Optuna search (the search's own two keys left out), for `--space` and search
@@ -52,6 +55,23 @@ def run_kgbench(tmp_path: Path, *args: str, env: dict[str, str] | None = None, t
         timeout=timeout,
     )
     return proc.returncode, proc.stdout + proc.stderr
+
+
+def search_studies(journal: Path, family: str) -> list[str]:
+    """The studies of ``hydra.sweeper.study_name=family`` in a search's journal, oldest first (a study is
+    <family>-<digest of its condition and space>: kgbench.search.studies)."""
+    summaries = optuna.get_all_study_summaries(open_storage(journal), include_best_trial=False)
+    return [s.study_name for s in summaries if s.user_attrs.get(FAMILY_ATTR) == family]
+
+
+def study_named(journal: Path, name: str) -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=open_storage(journal))
+
+
+def search_study(journal: Path, family: str) -> optuna.Study:
+    """The one study of ``family`` in the journal."""
+    (name,) = search_studies(journal, family)
+    return study_named(journal, name)
 
 
 def client_for(tmp_path: Path) -> MlflowClient:

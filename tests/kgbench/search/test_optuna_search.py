@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 
 from kgbench.__main__ import main
 from kgbench.load.types import LevelSummary
+from kgbench.search.asking import ask_new, measured_trials, reuse_earlier
 from kgbench.search.optuna_sweeper import rewrite_keys
 from kgbench.search.space import parse_space
 from kgbench.search.study import (
@@ -20,13 +21,10 @@ from kgbench.search.study import (
     PRUNED_ATTR,
     REUSED_ATTR,
     SearchError,
-    ask_new,
     make_pruner,
     make_sampler,
-    measured_trials,
     open_storage,
     open_study,
-    reuse_earlier,
     startup_trials,
     tell_job,
     trial_by_number,

@@ -6,13 +6,11 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import optuna
 import pytest
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from kgbench.search.study import open_storage
-from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
+from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role, search_study
 
 SPEED = {"KGSERVE_SIM_SPEED": "2"}
 
@@ -34,7 +32,7 @@ def test_optuna_search_on_the_sim_prunes_and_persists(tmp_path: Path) -> None:
     assert code == 0, out
     assert "Traceback" not in out
     assert journal.exists()
-    study = optuna.load_study(study_name="sim-test", storage=open_storage(journal))
+    study = search_study(journal, "sim-test")
     trials = study.trials
     assert [t.params["load.max_visits"] for t in trials[:3]] == [5, 5, 400]
     # the second trial has the first one's params: no job, the first result is reused, no budget used; the next
@@ -63,13 +61,14 @@ def test_optuna_search_on_the_sim_prunes_and_persists(tmp_path: Path) -> None:
     results = (tmp_path / "multirun" / "optimization_results.yaml").read_text()
     assert "best_params" in results and "pruned: 1" in results
     # the study persists: the same command with a budget of 4 continues it (another worker would too); both
-    # configs of this tiny space are measured already, so its one proposal is told an earlier result and no job
-    # runs (kgbench's exit status 1: no job succeeded in this process)
+    # configs of this tiny space are measured already, so nothing is asked and no job runs (kgbench's exit status
+    # 1: no job succeeded in this process)
     before = len(trials)
     code, out = run_kgbench(tmp_path, *args, "hydra.sweeper.n_trials=4", env=SPEED)
     assert code == 1 and "Traceback" not in out, out
-    trials = optuna.load_study(study_name="sim-test", storage=open_storage(journal)).trials
-    assert len(trials) == before + 1 and "kgbench.reused_from" in trials[-1].user_attrs
+    assert f"Optuna study {study.study_name!r} continued: {before} trial(s) so far" in out
+    assert "every config of the space is measured (2 configs): the search stops" in out
+    assert len(search_study(journal, "sim-test").trials) == before
     assert len(runs_by_role(client, "job")) == 2
 
 
@@ -88,7 +87,7 @@ def test_the_search_starts_at_katagos_advice_and_stops_at_its_job_second_budget(
     assert "start: numAnalysisThreads=4 numSearchThreadsPerAnalysisThread=1: the first trial, from KataGo's" in out
     assert "start numAnalysisThreads=4 numSearchThreadsPerAnalysisThread=1: enqueued as the next trial" in out
     assert "another would pass hydra.sweeper.budget_s=1: the search stops" in out
-    trials = optuna.load_study(study_name="start-test", storage=open_storage(journal)).trials
+    trials = search_study(journal, "start-test").trials
     assert len(trials) == 1  # one config measured: KataGo's advice, 4 x 1 (the indices of 4 and 1)
     assert trials[0].params == {"numAnalysisThreads": 2, "numSearchThreadsPerAnalysisThread": 0}
     job_s = trials[0].user_attrs["kgbench.job_s"]  # written by the job itself
@@ -101,7 +100,7 @@ def test_the_search_starts_at_katagos_advice_and_stops_at_its_job_second_budget(
     code, out = run_kgbench(tmp_path, *args, "hydra.sweeper.n_trials=2", env=SPEED)
     assert code == 0 and "Traceback" not in out, out
     assert "start numAnalysisThreads=4 numSearchThreadsPerAnalysisThread=1: trial 0 has it already" in out
-    trials = optuna.load_study(study_name="start-test", storage=open_storage(journal)).trials
+    trials = search_study(journal, "start-test").trials
     measured = [t for t in trials if "kgbench.reused_from" not in t.user_attrs]
     assert len(measured) == 2 and measured[1].params != measured[0].params
     assert all(t.user_attrs["kgbench.job_s"] > 0 for t in measured)
@@ -110,11 +109,11 @@ def test_the_search_starts_at_katagos_advice_and_stops_at_its_job_second_budget(
                             "hydra.sweeper.start={numAnalysisThreads:2,numSearchThreadsPerAnalysisThread:2}",
                             env=SPEED)  # fmt: skip
     assert code == 0 and "Traceback" not in out, out
-    own = optuna.load_study(study_name="own", storage=open_storage(journal)).trials
+    own = search_study(journal, "own").trials
     assert [t.params for t in own] == [{"numAnalysisThreads": 1, "numSearchThreadsPerAnalysisThread": 1}]
     code, out = run_kgbench(tmp_path, *args, "hydra.sweeper.study_name=none", "hydra.sweeper.n_trials=1",
                             "hydra.sweeper.start=none", env=SPEED)  # fmt: skip
     assert code == 0 and "Traceback" not in out, out
     assert "start: none: the sampler proposes every trial" in out and "enqueued" not in out
-    (plain,) = optuna.load_study(study_name="none", storage=open_storage(journal)).trials
+    (plain,) = search_study(journal, "none").trials
     assert "fixed_params" not in plain.system_attrs  # the sampler's own proposal (Optuna marks enqueued trials)

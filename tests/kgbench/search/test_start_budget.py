@@ -12,11 +12,12 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from kgbench.__main__ import main
+from kgbench.search.asking import enqueue_start, measured_trials
 from kgbench.search.budget import Spent, jobs_that_fit, spent
 from kgbench.search.space import SearchError, parse_space
 from kgbench.search.start import describe_start, start_params
-from kgbench.search.study import JOB_S_ATTR, REUSED_ATTR, enqueue_start, measured_trials, open_storage
-from kgbench.search.trial import record_job_seconds
+from kgbench.search.study import JOB_S_ATTR, REUSED_ATTR, open_storage
+from kgbench.search.trial import record_job_end
 from tests.helpers.kgbench_runs import CPU_SEARCH
 
 GPU = [
@@ -111,8 +112,8 @@ def test_the_job_second_budget_counts_every_workers_jobs_and_stops_before_passin
     dist = {"x": optuna.distributions.CategoricalDistribution((1, 2, 3))}
     done = study.ask(dist)
     cfg = OmegaConf.create({"search": {"journal": str(tmp_path / "j.log"), "study": "s", "trial": done.number}})
-    record_job_seconds(cfg, 20.5)  # the job's side, as a job in another process writes it
-    record_job_seconds(OmegaConf.create({"search": {"trial": None}}), 99.0)  # not a search's job: nothing
+    record_job_end(cfg, 20.5, lambda: "node7", None)  # the job's side, as a job in another process writes it
+    record_job_end(OmegaConf.create({"search": {"trial": None}}), 99.0, lambda: "x", None)  # not a search's job
     study.tell(done, 5.0)
     study.ask(dist)  # another worker's job, running
     reused = study.ask(dist)
@@ -120,7 +121,8 @@ def test_the_job_second_budget_counts_every_workers_jobs_and_stops_before_passin
     reused.set_user_attr(JOB_S_ATTR, 99.0)
     study.tell(reused, 5.0)
     assert spent(study) == Spent(20.5, 1, 1, 20.5)
-    record_job_seconds(cfg, 1.0)  # a finished trial cannot be written: a warning, no exception
+    assert study.trials[done.number].user_attrs["kgbench.machine"] == "node7"
+    record_job_end(cfg, 1.0, lambda: "node7", "a reason")  # a finished trial cannot be written: a warning, no exception
     assert spent(study).seconds == 20.5
 
 
