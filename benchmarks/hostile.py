@@ -15,8 +15,10 @@ Attacks (benchmarks/hostile_attacks/): the first round's (issue 12: slowloris on
 connections, clients that never read a stream, header floods, half-close) and issue 27's ten: concurrent ~1 MB
 queries (memory), pings from a WebSocket that never reads, terminates with huge turnNumbers, a cut-off WebSocket
 keeping its socket, one client taking every slot (and every connection), an interactive flood, a float in
-priorities, partial-result floods, a frozen engine, SIGTERM with WebSocket queries in flight. Every wait is
-bounded; the whole run stays under ``--max-seconds``.
+priorities, partial-result floods, a frozen engine, SIGTERM with WebSocket queries in flight; and issue 36's
+floods from one client (benchmarks/hostile_attacks/floods.py): small invalid lines over WebSockets, pipelined
+requests over HTTP, while another client's query and /healthz are timed. Every wait is bounded; the whole run stays
+under ``--max-seconds``.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ import aiohttp
 import yaml
 
 from benchmarks.common import rss_mb
-from benchmarks.hostile_attacks import connections, engines, fairness, memory, ws_attacks
+from benchmarks.hostile_attacks import connections, engines, fairness, floods, memory, ws_attacks
 from benchmarks.hostile_attacks.common import PROBE, AttackContext, Outcome, metric
 from benchmarks.priority import CFG_TEXT
 from kgbench.targets.kgserve_process import KgserveProcess
@@ -93,6 +95,10 @@ def _config(settings: Settings, directory: Path, args: argparse.Namespace) -> Pa
         data["priority"]["fairness"] = True
     if args.thread_reserve is not None:
         data["engine"]["thread_reserve"] = args.thread_reserve
+    if args.messages_per_s is not None:
+        data["websocket"]["max_messages_per_s"] = args.messages_per_s
+    if args.messages_per_s_per_client is not None:
+        data["limits"]["max_messages_per_s_per_client"] = args.messages_per_s_per_client
     path = directory / "kgserve_hostile.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path
@@ -299,6 +305,20 @@ PLANS = [
         "partial-flood", "64 queries, reportDuringSearchEvery 0.001", fairness.partial_flood, _timed("attack_seconds")
     ),
     Plan(
+        "ws-message-flood",
+        "one client's WebSockets: small invalid lines, answers read",
+        floods.message_flood,
+        _timed("attack_seconds"),
+        probed=False,
+    ),
+    Plan(
+        "http-request-flood",
+        "one client's connections: pipelined requests of an invalid line",
+        floods.request_flood,
+        _timed("attack_seconds"),
+        probed=False,
+    ),
+    Plan(
         "frozen-engine",
         "an idle engine of two SIGSTOPped",
         engines.frozen_engine,
@@ -383,6 +403,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--queue-threads", type=int, default=32, help="numAnalysisThreads of the flood attacks' engine")
     p.add_argument("--flood-queries", type=int, default=64, help="closed-loop queries of the floods")
     p.add_argument("--flood-visits", type=int, default=64)
+    p.add_argument("--message-rate", type=float, default=60_000, help="messages a second of the message flood, in all")
+    p.add_argument("--message-processes", type=int, default=2, help="flooding processes (one client: one address)")
+    p.add_argument("--message-connections", type=int, default=1, help="WebSockets of each flooding process")
+    p.add_argument("--request-rate", type=float, default=20_000, help="requests a second of the request flood, in all")
+    p.add_argument("--request-connections", type=int, default=64, help="connections of each request-flood process")
+    p.add_argument("--messages-per-s", type=int, default=None, help="websocket.max_messages_per_s (0: no bound)")
+    p.add_argument(
+        "--messages-per-s-per-client", type=int, default=None, help="limits.max_messages_per_s_per_client (0: none)"
+    )
     p.add_argument("--drain-queries", type=int, default=50)
     p.add_argument("--drain-grace", type=float, default=5.0, help="server.grace_period_s of the drain attack")
     names = [plan.name for plan in PLANS] + [DRAIN]

@@ -135,8 +135,9 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     if settings.websocket.enabled:
         install_redactor()  # uvicorn logs the handshake's query string, which may hold the token
         app.add_api_websocket_route(settings.websocket.path, websocket_endpoint)
-    app.add_middleware(AccessMiddleware, metrics=metrics, auth=auth)
-    app.analysis_app = AccessMiddleware(AnalysisEndpoint(ctx), metrics=metrics, auth=auth)
+    rates = admission.request_rates  # requests a second per client: one bucket for /analysis and the other routes
+    app.add_middleware(AccessMiddleware, metrics=metrics, auth=auth, rates=rates)
+    app.analysis_app = AccessMiddleware(AnalysisEndpoint(ctx), metrics=metrics, auth=auth, rates=rates)
     proxies = TrustedProxies(settings.server.trusted_proxies)
     if proxies:  # clients behind them are told apart by X-Forwarded-For; with none, nothing reads the header
         app.forwarded = ForwardedClients(app.dispatch, proxies=proxies, clients=admission.clients, metrics=metrics)

@@ -11,6 +11,9 @@
 - kgserve_websocket_open_connections        WebSocket connections open now
 - kgserve_websocket_queries_total{outcome}  queries sent over WebSocket by outcome (ok, rejected, refused, ...)
 - kgserve_websocket_connection_seconds      WebSocket connection lifetimes
+- kgserve_websocket_paced_messages_total{bound}  WebSocket messages read late, past websocket.max_messages_per_s
+                                           (bound="connection") or limits.max_messages_per_s_per_client ("client")
+- kgserve_requests_paced_total               HTTP requests that waited, past limits.max_requests_per_s_per_client
 - kgserve_forwarded_for_invalid_total       X-Forwarded-For headers of a trusted proxy that could not be read
 
 Engine figures are read from the pool's status() at scrape time. The two per-request series are plain counts
@@ -119,6 +122,17 @@ class Metrics:
         self.ws_queries = Counter(
             "kgserve_websocket_queries", "WebSocket queries by outcome", ["outcome"], registry=self.registry
         )
+        self.ws_paced = Counter(  # kgserve.ws.pacing
+            "kgserve_websocket_paced_messages",
+            "WebSocket messages read late, past a bound on messages a second (connection or client)",
+            ["bound"],
+            registry=self.registry,
+        )
+        self.http_paced = Counter(  # kgserve.http.pacing
+            "kgserve_requests_paced",
+            "HTTP requests that waited their turn, past limits.max_requests_per_s_per_client",
+            registry=self.registry,
+        )
         self.ws_duration = Histogram(
             "kgserve_websocket_connection_seconds",
             "WebSocket connection lifetime, from the handshake to the close",
@@ -143,6 +157,9 @@ class Metrics:
 
     def websocket_query(self, outcome: str) -> None:
         self.ws_queries.labels(outcome=outcome).inc()
+
+    def websocket_paced(self, bound: str) -> None:
+        self.ws_paced.labels(bound=bound).inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -151,6 +151,12 @@ class LimitsSettings(_Strict):
     max_inflight_per_client: int = Field(512, ge=1)  # over it: 429 / an error line
     max_connections_per_client: int = Field(64, ge=1)  # HTTP and WebSocket; over it: 429 and the connection closed
     max_partial_bytes_per_s: int = Field(4 << 20, ge=0)  # partial lines past this rate are not sent (0: no cap)
+    # lines (queries, actions, anything) a client may send a second over all its WebSockets, a second's worth of
+    # burst; past it its messages wait in its own sockets (kgserve.admission.rates; 0: no bound)
+    max_messages_per_s_per_client: int = Field(2000, ge=0)
+    # HTTP requests a client may make a second over all its connections, a second's worth of burst; past it a
+    # request waits its turn before it is handled (kgserve.http.pacing; 0: no bound)
+    max_requests_per_s_per_client: int = Field(1000, ge=0)
     # bytes held for work in flight (kgserve.admission.budget): over it, 429 / an error line / a slow client dropped;
     # the budget's last 1/8 is kept for clients holding little (its reserve: a fraction, no key of its own)
     memory_budget_bytes: int = Field(256 << 20, ge=1 << 20)
@@ -164,6 +170,9 @@ class WebSocketSettings(_Strict):
     path: str = Field("/ws", pattern=r"^/[A-Za-z0-9_./-]*$")
     max_inflight_per_connection: int = Field(64, ge=1)  # over it: an error line per refused query
     send_buffer_bytes: int = Field(8 << 20, ge=1024)  # a client that lets more pile up is cut off
+    # lines one connection may send a second, a second's worth of burst; past it: one error line a second and its
+    # further messages read at that rate (kgserve.admission.rates; 0: no bound)
+    max_messages_per_s: int = Field(1000, ge=0)
 
 
 class PrioritySettings(_Strict):

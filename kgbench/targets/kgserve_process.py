@@ -229,14 +229,16 @@ class KgserveProcess:
 
 def one_client(data: dict[str, Any]) -> None:
     """The benchmarks' kgserve config (`write_config`, `kgserve_running`: harnesses of the serving layer itself) for
-    a load generator that is its only client: the per-client caps (issue 27) as wide as the server-wide ones, and no
-    thread reserve. A sweep job's kgserve is NOT made so: it serves the runtime's settings, with only what its load
-    generator needs changed and recorded (kgbench.targets.serving)."""
+    a load generator that is its only client: the per-client caps (issue 27) as wide as the server-wide ones, no
+    bound on its requests a second (its request rate is what is measured), and no thread reserve. A sweep job's
+    kgserve is NOT made so: it serves the runtime's settings, with only what its load generator needs changed and
+    recorded (kgbench.targets.serving)."""
     data.setdefault("engine", {})["thread_reserve"] = 0.0
     limits = data.setdefault("limits", {})
     limits["max_inflight_per_client"] = limits["max_inflight_queries"]
     limits["max_connections_per_client"] = 1 << 16
     limits["memory_per_client_bytes"] = limits.get("memory_budget_bytes", 256 << 20)
+    limits["max_requests_per_s_per_client"] = 0  # its request rate is what is measured
 
 
 def write_config(settings: Settings, directory: Path, *, max_inflight: int = 4096) -> Path:

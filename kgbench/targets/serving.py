@@ -9,7 +9,13 @@ and these load-generator changes only (`for_load_generator`), each recorded with
   its highest level of queries in flight, each on a connection of its own: a per-client cap below that
   (`limits.max_inflight_per_client` against the job's concurrency, `limits.max_connections_per_client` against its
   connections) would refuse the load as one client's share, and a server-wide `limits.max_inflight_queries` below
-  it would refuse the load itself. Only a cap the load would pass is widened, and only to what it needs.
+  it would refuse the load itself. Only a cap the load would pass is widened, and only to what it needs;
+- over HTTP, `limits.max_requests_per_s_per_client` (issue 36) off (0): the load generator's request rate is what
+  is measured, and it stands for many clients; one closed loop's rate has no bound to widen it to (a kgserve job
+  reaches 2,000+ req/s on the sim, docs/gpu-h100.md), so a runtime's bound (1000 shipped) would pace the measured
+  load as one client's share and is lifted whenever the runtime has one.
+The message-rate bounds (`websocket.max_messages_per_s`, `limits.max_messages_per_s_per_client`) count lines sent
+over /ws; the load generator only POSTs /analysis, so they never see it and stay the runtime's.
 Everything else (the thread reserve, admission, the memory budget and its per-client share, priority classes,
 workers, timeouts, liveness) is the runtime's. `transport=direct` sends the queries into the engine pool in
 kgbench's own process, as one client (kgbench.load.senders.DirectSender): the engine settings (its thread reserve
@@ -149,6 +155,13 @@ def for_load_generator(data: dict[str, Any], concurrency: int | None) -> list[Ch
     for key, needed, why in caps:
         if int(limits.get(key, 0)) < needed:
             put("limits", key, needed, why)
+    if int(limits.get("max_requests_per_s_per_client", 0)):
+        put(
+            "limits",
+            "max_requests_per_s_per_client",
+            0,
+            "one client (the load generator) whose request rate is what is measured",
+        )
     return changes
 
 

@@ -1,6 +1,7 @@
 """Admission of work in flight, shared by POST /analysis and /ws: the server-wide bound on queries
 (`limits.max_inflight_queries`), the per-client bound (`limits.max_inflight_per_client`), the memory budget
-(kgserve.admission.budget) and the clients that hold them (kgserve.admission.clients).
+(kgserve.admission.budget), the clients that hold them (kgserve.admission.clients) and their rates
+(kgserve.admission.rates: WebSocket lines and HTTP requests a second, taken at that pace rather than refused).
 
 Work over a bound is refused at once (HTTP 429 with Retry-After, an error line over /ws; 413 for a request that
 could never fit): nothing queues in kgserve, so a client sees the overload instead of a growing latency. What
@@ -14,6 +15,7 @@ from typing import NamedTuple
 
 from kgserve.admission.budget import MemoryBudget
 from kgserve.admission.clients import Client, ClientTable
+from kgserve.admission.rates import Rates
 from kgserve.settings import LimitsSettings
 
 __all__ = ["Admission", "Refusal", "Ticket"]
@@ -42,6 +44,8 @@ class Admission:
         self.inflight = 0
         self.budget = MemoryBudget(limits.memory_budget_bytes, limits.memory_per_client_bytes)
         self.clients = ClientTable(limits.max_connections_per_client, float(limits.max_partial_bytes_per_s))
+        self.message_rates = Rates(limits.max_messages_per_s_per_client)  # lines a second per client, over /ws
+        self.request_rates = Rates(limits.max_requests_per_s_per_client)  # HTTP requests a second per client
 
     def admit(self, client: Client, queries: int, memory: int, interactive: int = 0, held: int = 0) -> Ticket | Refusal:
         """Take `queries` in-flight slots and `memory` bytes for `client`, or say why not. `held`: bytes the

@@ -4,6 +4,8 @@
   otherwise kgserve makes one. Routes find it in `request.state.request_id`.
 - Auth (see kgserve.auth): 401 with `WWW-Authenticate: Bearer` before the route runs; the credential a request
   presented (when any is configured) is in `state["credential"]`, for the per-client caps.
+- Pace (kgserve.http.pacing): a request past its client's `limits.max_requests_per_s_per_client` waits its turn
+  before the route runs; its response then carries `X-Paced-Ms`, its log line `paced_ms`.
 - One log line per request, at its very end (after the last body byte, or the disconnect):
   `request id=... POST /analysis status=200 outcome=ok latency_ms=... [queries=N] [detail=...]`.
   The route may set `request.state.outcome` (e.g. deadline, disconnect, engine_died) and `.log_extra`;
@@ -13,6 +15,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -22,7 +25,9 @@ from urllib.parse import quote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kgserve.admission.rates import Rates
 from kgserve.auth import TokenAuth
+from kgserve.http.pacing import PACED_HEADER, request_wait
 from kgserve.logformat import write_access_line
 from kgserve.metrics import Metrics
 
@@ -78,10 +83,11 @@ def log_safe(value: object) -> str:
 
 
 class AccessMiddleware:
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, auth: TokenAuth) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, auth: TokenAuth, rates: Rates | None = None) -> None:
         self.app = app
         self.metrics = metrics
         self.auth = auth
+        self.rates = rates  # requests a second per client (kgserve.http.pacing); None: no bound
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -98,12 +104,12 @@ class AccessMiddleware:
         state: dict[str, Any] = scope.setdefault("state", {})
         state["request_id"] = rid
         status: list[int] = []
-        id_header = (b"x-request-id", rid.encode("ascii"))
+        headers = [(b"x-request-id", rid.encode("ascii"))]
 
         async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 status.append(int(message["status"]))
-                message = {**message, "headers": [*message.get("headers", []), id_header]}
+                message = {**message, "headers": [*message.get("headers", []), *headers]}
             await send(message)
 
         path: str = scope.get("path", "")
@@ -116,12 +122,23 @@ class AccessMiddleware:
             if not allowed:
                 await self._unauthorized(send_with_id)
             else:
+                wait = request_wait(self.rates, scope, state) if self.rates is not None else 0.0
+                if wait:
+                    await self._pace(wait, state, headers)
                 await self.app(scope, receive, send_with_id)
         except BaseException:
             state.setdefault("outcome", "error" if not status else outcome_for_status(status[0]))
             raise
         finally:
             self._finish(scope, state, status[0] if status else None, time.perf_counter() - started)
+
+    async def _pace(self, wait: float, state: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:
+        """The request waits its turn (its client is past its requests a second) and says so."""
+        self.metrics.http_paced.inc()
+        await asyncio.sleep(wait)
+        waited = str(round(wait * 1000))
+        headers.append((PACED_HEADER, waited.encode("ascii")))
+        state.setdefault("log_extra", {})["paced_ms"] = waited
 
     @staticmethod
     async def _unauthorized(send: Send) -> None:

@@ -76,6 +76,11 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
         f"{settings.priority.interactive_share} interactive queries in flight (priority.interactive_share)",
         {"type": "integer"},
     )
+    paced = _header(
+        f"milliseconds the request waited before it was handled: its client was past "
+        f"{settings.limits.max_requests_per_s_per_client} requests a second (limits.max_requests_per_s_per_client)",
+        {"type": "integer"},
+    )
     query_schema: dict[str, Any] = {"$ref": "#/components/schemas/AnalysisQuery"}
     body_examples: dict[str, Any] = {}
     ok_examples: dict[str, Any] = {}
@@ -147,6 +152,7 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
                     "X-Visits-Clamped": clamped,
                     "X-Deadline-Exceeded": deadline,
                     "X-Priority-Demoted": demoted,
+                    "X-Paced-Ms": paced,
                 },
             ),
             "400": _lines_response(

@@ -68,10 +68,13 @@ class SendBuffer:
             self._charged = keep
 
     async def send_loop(self) -> None:
-        """Send the queued lines, one text message each, until cancelled."""
+        """Send the queued lines, one text message each, until cancelled; the event loop gets a turn between two
+        (a send does not wait while the socket takes it: thousands queued would go out in one turn)."""
         while True:
             item = await self._queue.get()
             await self.websocket.send_text(item.decode("utf-8", errors="replace"))
             self._buffered -= len(item)
             if self._charged:
                 self.release(max(0, self._buffered - ANSWER_FREE_BYTES))
+            if not self._queue.empty():
+                await asyncio.sleep(0)

@@ -32,6 +32,7 @@ from kgserve.context import ServeContext
 from kgserve.katago.protocol import Rejected, error_line, split_body
 from kgserve.metrics import Metrics
 from kgserve.ws.actions import ACTIONS, action_body, terminate_request, unavailable, version_answer
+from kgserve.ws.pacing import Pacing
 from kgserve.ws.sendbuffer import SendBuffer
 from kgserve.ws.wsguard import CONNECTION_EXTENSION
 from kgserve.ws.wsqueries import SHUTDOWN_TEXT, ConnectionQueries
@@ -61,6 +62,8 @@ class Connection:
         self.outbox = SendBuffer(websocket, ctx.settings.websocket.send_buffer_bytes, charge)
         self.queries = ConnectionQueries(ctx, metrics, self.outbox, client, klass, credential)
         self.counts = self.queries.counts
+        own_rate = ctx.settings.websocket.max_messages_per_s
+        self.pacing = Pacing(own_rate, admission.message_rates, client.key, self.outbox, metrics, self.counts)
         self.stopping = asyncio.Event()  # the server is shutting down
         self._extension: dict[str, Any] = (websocket.scope.get("extensions") or {}).get(CONNECTION_EXTENSION) or {}
         on_shutdown: Callable[[Callable[[], None] | None], None] | None = self._extension.get("on_shutdown")
@@ -164,6 +167,7 @@ class Connection:
     async def _handle_message(self, data: bytes) -> None:
         lines = split_body(data)
         limit = self.queries.limits.max_queries_per_request
+        await self.pacing.admit(len(lines) if len(lines) <= limit else 1)  # read at the bounds' pace, a turn each
         if len(lines) > limit:
             message = f"kgserve: {len(lines)} lines in one message, over the limit of {limit}"
             message += " (limits.max_queries_per_request)"

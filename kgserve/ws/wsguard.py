@@ -17,7 +17,14 @@ uvicorn.Config(ws=...) that:
   connection with 1012 at once (kgserve.ws.wsconnection drains its queries within the grace period, then closes
   with 1001);
 - gives its client's connection back to the per-client count when it ends (`release_connection`, set by the
-  HTTP protocol that counted it before the upgrade: kgserve.http.httpguard).
+  HTTP protocol that counted it before the upgrade: kgserve.http.httpguard);
+- parses what the client sent a little at a time: at most FRAMES_PER_TURN frames (or BYTES_PER_TURN bytes) in
+  one turn of the event loop, and none while the app has FRAMES_PER_TURN messages still to read. uvicorn parses a
+  whole socket read at once, and a read holds up to 256 KiB: ~37,000 one-byte messages parsed and queued in one
+  callback, then handled by the app without the loop turning (issue 36: another client's query took 3.2 s
+  instead of 0.021 s). What waits is kept as it came (bytes, not messages), and reading from the socket stops
+  until it is parsed, so a connection holds at most one read of unparsed bytes and FRAMES_PER_TURN messages more
+  than its app has taken (the pace at which the app takes them: kgserve.ws.pacing).
 """
 
 from __future__ import annotations
@@ -31,9 +38,12 @@ from typing import Any
 
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-__all__ = ["CONNECTION_EXTENSION", "GuardedWebSocket", "guarded_websocket"]
+__all__ = ["BYTES_PER_TURN", "CONNECTION_EXTENSION", "FRAMES_PER_TURN", "GuardedWebSocket", "guarded_websocket"]
 
 CONNECTION_EXTENSION = "kgserve.connection"
+FEED_BYTES = 1024  # bytes handed to the frame parser at a time (at most ~170 frames: the smallest is 6 bytes)
+FRAMES_PER_TURN = 64  # frames parsed in one turn of the event loop, and messages the app may have waiting
+BYTES_PER_TURN = 65536  # bytes parsed in one turn (a big message takes a few turns, each a share of the loop)
 
 
 class GuardedWebSocket(WebSocketsSansIOProtocol):
@@ -48,6 +58,9 @@ class GuardedWebSocket(WebSocketsSansIOProtocol):
         self._on_shutdown: Callable[[], None] | None = None
         self.closed = asyncio.Event()  # the connection is gone (connection_lost)
         self.dropped_pongs = 0
+        self._unparsed = bytearray()  # what the client sent that is not parsed yet
+        self._feeding: asyncio.Handle | None = None  # the next turn's parse
+        self._frames = 0  # frames parsed this turn
 
     def handle_connect(self, event: Any) -> None:
         super().handle_connect(event)
@@ -76,14 +89,61 @@ class GuardedWebSocket(WebSocketsSansIOProtocol):
         if self._stall is not None:
             self._stall.cancel()
             self._stall = None
-        if not self.read_paused:
+        if self._unparsed:
+            self._feed_soon()
+        elif not self.read_paused:
             self.transport.resume_reading()
 
     async def receive(self) -> Any:
         message = await super().receive()
-        if self._write_paused:  # uvicorn resumed reading for its next message: not while the client reads nothing
+        # uvicorn resumed reading for its next message: not while the client reads nothing, nor while what it sent
+        # before is still to be parsed (that comes first)
+        if (self._write_paused or self._unparsed) and not self.transport.is_closing():
             self.transport.pause_reading()
+        if self._unparsed:
+            self._feed_soon()
         return message
+
+    # -- a client that sends much ------------------------------------------------------------------------------
+    def data_received(self, data: bytes) -> None:
+        self._unparsed += data
+        if self._feeding is None:
+            self._feed()
+
+    def handle_events(self) -> None:
+        self._frames += len(self.conn.events)  # the frames (and the handshake) this parse produced
+        super().handle_events()
+
+    def _feed_soon(self) -> None:
+        """Parse more in the next turn of the event loop, if the app has taken what was parsed before."""
+        if self._feeding is None and not self._write_paused and self.queue.qsize() < FRAMES_PER_TURN:
+            self._feeding = self.loop.call_soon(self._feed)
+
+    def _feed(self) -> None:
+        """Parse this turn's share of what waits: FRAMES_PER_TURN frames or BYTES_PER_TURN bytes at most."""
+        self._feeding = None
+        self._frames = fed = 0
+        while (
+            self._unparsed
+            and self._frames < FRAMES_PER_TURN
+            and fed < BYTES_PER_TURN
+            and self.queue.qsize() < FRAMES_PER_TURN
+            and not self._write_paused
+        ):
+            if self.transport.is_closing():  # closed (a close frame, a parser error): the rest is never read
+                break
+            chunk = bytes(self._unparsed[:FEED_BYTES])
+            del self._unparsed[:FEED_BYTES]
+            fed += len(chunk)
+            super().data_received(chunk)
+        if self.transport.is_closing():
+            self._unparsed.clear()
+        elif not self._unparsed:
+            if not self.read_paused and not self._write_paused:
+                self.transport.resume_reading()
+        else:
+            self.transport.pause_reading()  # nothing more from the socket until this is parsed
+            self._feed_soon()  # (or when the app has read its messages: receive(), or when writing resumes)
 
     def handle_ping(self) -> None:
         if self._write_paused:
@@ -117,6 +177,10 @@ class GuardedWebSocket(WebSocketsSansIOProtocol):
         if self._stall is not None:
             self._stall.cancel()
             self._stall = None
+        if self._feeding is not None:
+            self._feeding.cancel()
+            self._feeding = None
+        self._unparsed.clear()
         super().connection_lost(exc)
         self.closed.set()
         release, self.release_connection = self.release_connection, None

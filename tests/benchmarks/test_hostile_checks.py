@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from benchmarks.hostile_attacks.fairness import PROBE_INFLIGHT, within_share
+from benchmarks.hostile_attacks.flooder import ANSWER, FloodCounts, read_answers
+from benchmarks.hostile_attacks.floods import flood_verdict
 from benchmarks.hostile_attacks.ws_attacks import SHUTDOWN_TEXT, drain_answers
 
 
@@ -27,3 +30,27 @@ def test_drain_counts_queries_refused_at_admission_as_told() -> None:
     ]
     finals, cut, refused = drain_answers(lines)
     assert (finals, cut, refused) == ({"a"}, {"b"}, {"c"})
+
+
+def test_flood_verdict_counts_a_stall_the_median_hides() -> None:
+    alone = [0.05] * 10
+    assert flood_verdict(alone, [0.06] * 10, [0.01, 0.05])["victim within 2x alone"]
+    # issue 36 on main: most of the victim's queries between two stalls were quick, one waited 26 s
+    stalled = flood_verdict(alone, [0.06] * 13 + [26.0], [0.01, 22.0])
+    assert not stalled["victim within 2x alone"] and not stalled["/healthz under 100 ms"]
+
+
+async def test_the_flooder_counts_answers_split_across_reads_and_kgserves_other_texts() -> None:
+    reader = asyncio.StreamReader()
+    answer = b'{"error":"could not parse"}'
+    notice = b'{"error":"kgserve: over the limit"}'
+    stream = b"\x81\x1b" + answer + b"\x81\x23" + notice + (b"\x81\x1b" + answer) * 3
+    counts = FloodCounts()
+    reading = asyncio.create_task(read_answers(reader, counts, [], ANSWER))
+    cut = len(stream) - len(answer) + 4  # inside the last answer's opening bytes
+    for piece in (stream[:cut], stream[cut:]):
+        reader.feed_data(piece)
+        await asyncio.sleep(0.01)  # read apart
+    reader.feed_eof()
+    await reading
+    assert counts.answers == 5 and counts.texts == {"kgserve: over the limit": 1}

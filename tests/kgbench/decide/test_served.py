@@ -55,7 +55,10 @@ def test_in_place_the_measured_engine_count_is_written_and_the_rest_is_as_measur
     before = yaml.safe_load(config_path.read_text())
     assert _promote(store, "--config", str(config_path)) == 0
     out = capsys.readouterr().out
-    assert "; serving settings as measured; serve it with" in out
+    # the load generator's one change besides its port: no bound on its request rate, named (issue 36's cap)
+    assert "; serving settings as measured, but for the caps its one-client load needed: " in out
+    assert "limits.max_requests_per_s_per_client 1000 (measured: 0: one client (the load generator) whose" in out
+    assert "serve it with" in out
     after = yaml.safe_load(config_path.read_text())
     assert after["engine"]["processes"] == 2 and after["engine"]["backend"] == "cuda"
     before["engine"]["processes"] = 2

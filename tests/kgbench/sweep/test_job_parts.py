@@ -50,14 +50,21 @@ def test_a_jobs_kgserve_serves_the_runtimes_settings_but_what_its_load_generator
         runtime.websocket,
         runtime.server.workers,
     )
-    # one client at 1024 in flight would pass the per-client caps: those two are widened, and said so
+    # one client at 1024 in flight would pass the per-client caps: those two are widened, and said so; its request
+    # rate is what is measured (issue 36's per-client bound off)
     changed = {c.key: c for c in prepared.serving_changes}
-    assert set(changed) == {"server.port", "limits.max_inflight_per_client", "limits.max_connections_per_client"}
+    assert set(changed) == {
+        "server.port",
+        "limits.max_inflight_per_client",
+        "limits.max_connections_per_client",
+        "limits.max_requests_per_s_per_client",
+    }
+    assert job.limits.max_requests_per_s_per_client == 0 < runtime.limits.max_requests_per_s_per_client
     assert changed["limits.max_inflight_per_client"].runtime == runtime.limits.max_inflight_per_client
     assert job.limits.max_inflight_per_client == changed["limits.max_inflight_per_client"].measured >= 1024
     assert job.limits.max_inflight_queries == runtime.limits.max_inflight_queries  # 2048: enough already
     small = prepare(composed("backend=sim", "load=smoke"), tmp_path / "smoke")
-    assert [c.key for c in small.serving_changes] == ["server.port"]
+    assert [c.key for c in small.serving_changes] == ["server.port", "limits.max_requests_per_s_per_client"]
 
 
 def test_missing_binary_names_the_path_and_suggests_sim(tmp_path: Path) -> None:

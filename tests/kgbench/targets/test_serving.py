@@ -32,9 +32,13 @@ def _changed(data: dict[str, Any], concurrency: int | None) -> dict[str, Any]:
 def test_a_small_load_changes_only_the_load_generators_connection() -> None:
     runtime = _runtime()
     data = runtime.model_dump(mode="json")
-    assert _changed(data, 16) == {"server.port": (9100, 0)}  # loopback and no token already
+    # loopback and no token already; the per-client request rate (issue 36) is the load generator's to measure
+    assert _changed(data, 16) == {"server.port": (9100, 0), "limits.max_requests_per_s_per_client": (1000, 0)}
     measured, served = serving_settings(data), serving_settings(runtime)
-    assert [d.key for d in differences(served, measured)] == ["server.port"]
+    assert [d.key for d in differences(served, measured)] == ["limits.max_requests_per_s_per_client", "server.port"]
+    # the message-rate bounds count /ws lines, which the load generator never sends: the runtime's
+    assert measured["websocket.max_messages_per_s"] == runtime.websocket.max_messages_per_s > 0
+    assert measured["limits.max_messages_per_s_per_client"] == runtime.limits.max_messages_per_s_per_client > 0
     # the settings the sweep used to turn off or widen are the runtime's
     assert measured["engine.thread_reserve"] == runtime.engine.thread_reserve > 0
     assert measured["limits.max_inflight_per_client"] == runtime.limits.max_inflight_per_client
@@ -49,7 +53,13 @@ def test_a_cap_one_client_would_pass_is_widened_to_what_the_load_needs_and_said(
     by_key = {c.key: c for c in changes}
     # 1024 queries in flight from one client: past the per-client caps (512 queries, 64 connections), within the
     # server-wide 2048
-    assert set(by_key) == {"server.port", "limits.max_inflight_per_client", "limits.max_connections_per_client"}
+    assert set(by_key) == {
+        "server.port",
+        "limits.max_inflight_per_client",
+        "limits.max_connections_per_client",
+        "limits.max_requests_per_s_per_client",
+    }
+    assert "request rate is what is measured" in by_key["limits.max_requests_per_s_per_client"].why
     inflight = by_key["limits.max_inflight_per_client"]
     assert inflight.runtime == 512 and inflight.measured == data["limits"]["max_inflight_per_client"] >= 1024
     assert "one client (the load generator) with 1024 queries in flight" in inflight.why

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from benchmarks.katrain_traffic import katrain_config
+
 os.environ.setdefault("KIVY_NO_ARGS", "1")
 os.environ.setdefault("KIVY_NO_CONSOLELOG", "1")
 os.environ.setdefault("KIVY_NO_FILELOG", "1")
@@ -98,16 +100,7 @@ def engines(server: Any) -> Iterator[list[Any]]:
 
 def katrain_engine(server: Any, engines: list[Any]) -> tuple[Any, FakeKaTrain]:
     app = FakeKaTrain()
-    config = {
-        "backend": "remote",
-        "remote_url": server.url.replace("http://", "ws://") + f"/ws?token={TOKEN}",
-        "allow_recovery": False,
-        "max_visits": 40,
-        "fast_visits": 10,
-        "max_time": 30.0,
-        "wide_root_noise": 0.0,
-        "_enable_ownership": False,
-    }
+    config = katrain_config(server.url.replace("http://", "ws://") + f"/ws?token={TOKEN}")
     engine = remote_engine.RemoteKataGoEngine(app, config)
     engines.append(engine)
     assert engine.check_alive(), app.logs
