@@ -28,7 +28,7 @@ for root in sys.argv[1:]:
                 f"{start.group(1)}-{end.group(1)}",
                 f"{start.group(2)} / {end.group(2)}",
                 f"{unstable} of {len(jobs)}",
-                f"{best.group(1)} {best.group(2)} +-{best.group(3) or '?'}%" if best else "none",
+                f"{best.group(1)} {best.group(2)}" + (f" ±{best.group(3)}%" if best.group(3) else "") if best else "none",
                 smoke,
                 "yes" if chain.group(1) == "0" else f"no (rc {chain.group(1)})",
                 f"{float(chain.group(2)):.0f}",
