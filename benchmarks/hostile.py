@@ -95,6 +95,8 @@ def _config(settings: Settings, directory: Path, args: argparse.Namespace) -> Pa
         data["priority"]["fairness"] = True
     if args.thread_reserve is not None:
         data["engine"]["thread_reserve"] = args.thread_reserve
+    if args.lend_bound_s is not None:
+        data["engine"]["lend_bound_s"] = args.lend_bound_s
     if args.messages_per_s is not None:
         data["websocket"]["max_messages_per_s"] = args.messages_per_s
     if args.messages_per_s_per_client is not None:
@@ -392,6 +394,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--fairness", action="store_true", help="priority.fairness true (the levels on; shipped off)")
     p.add_argument(
         "--thread-reserve", type=float, default=None, help="engine.thread_reserve (default: shipped; 0: off)"
+    )
+    p.add_argument(
+        "--lend-bound-s", type=float, default=None, help="engine.lend_bound_s (default: shipped; 0: never lend)"
     )
     p.add_argument("--memory-queries", type=int, default=1000)
     p.add_argument("--memory-query-bytes", type=int, default=1_000_000)

@@ -6,7 +6,8 @@
 - kgserve_engine_up{engine}                1 when that engine is ready
 - kgserve_engine_restarts_total{engine}    restarts of that engine
 - kgserve_engine_outstanding_visits{engine} visits queued or running on that engine
-- kgserve_engine_held_queries{engine}     queries held back in kgserve for a thread of that engine (thread reserve)
+- kgserve_held_queries                     queries waiting in kgserve for an analysis thread, nothing of them written
+- kgserve_held_turns                       analysed turns waiting in kgserve for a thread (thread reserve), all engines
 - kgserve_websocket_connections_total{outcome} WebSocket connections by how they ended (closed, not_reading, ...)
 - kgserve_websocket_open_connections        WebSocket connections open now
 - kgserve_websocket_queries_total{outcome}  queries sent over WebSocket by outcome (ok, rejected, refused, ...)
@@ -50,20 +51,26 @@ class _LiveCollector(Collector):
         visits = GaugeMetricFamily(
             "kgserve_engine_outstanding_visits", "Visits queued or running on the engine", labels=["engine"]
         )
-        held = GaugeMetricFamily(
-            "kgserve_engine_held_queries", "Queries held back in kgserve for a thread of the engine", labels=["engine"]
-        )
         status = self._status() or {}
+        held = status.get("held") or {}
         for engine in status.get("engines") or []:
             label = [str(engine.get("index", "?"))]
             up.add_metric(label, 1.0 if engine.get("state") == "ready" else 0.0)
             restarts.add_metric(label, float(engine.get("restarts") or 0))
             visits.add_metric(label, float(engine.get("outstanding_visits") or 0))
-            held.add_metric(label, float(engine.get("held") or 0))
         yield up
         yield restarts
         yield visits
-        yield held
+        yield GaugeMetricFamily(
+            "kgserve_held_queries",
+            "Queries waiting in kgserve for an analysis thread, nothing of them written yet",
+            value=float(held.get("held_queries") or 0),
+        )
+        yield GaugeMetricFamily(
+            "kgserve_held_turns",
+            "Analysed turns waiting in kgserve for an analysis thread (thread reserve), all engines",
+            value=float(held.get("held_turns") or 0),
+        )
 
 
 class _RequestCounts(Collector):

@@ -1,155 +1,227 @@
-"""Which of an engine's queries go to KataGo now and which kgserve holds back (`engine.thread_reserve`, issue 27's
-slot hog).
+"""Which turns go to which engine now, and which kgserve holds back (`engine.thread_reserve`, issue 27's slot hog;
+issue 33: free for a lone client, many-turn queries turn by turn; issue 36: independent of the crowd).
 
-KataGo searches at most `numAnalysisThreads` turns at once and never preempts a running search: once one client's
-queries hold every analysis thread, anyone else's query waits for one of them to finish, however long that takes,
-and no priority can help (nothing turns over). So, per engine, the last `reserve` threads go only to clients holding
-at most `small` of that engine's threads, as the memory budget keeps its last 1/8 for clients holding little
-(kgserve.admission.budget). Nothing past the engine's threads is written to it either: a query there would wait in
-KataGo's own queue, first come first served, where no reserve reaches it. Such queries are held back here and
-written as soon as the rule allows (a thread freeing), in the order KataGo's queue would have taken them: the
-highest `priority` first, then the first come (so kgserve's priority classes and fairness levels,
-kgserve.admission.priority, still order them).
+One Dispatch per pool (every engine's threads, one queue). KataGo searches at most `numAnalysisThreads` turns at
+once and never preempts a running search. Per engine (kgserve.engine.reserve):
 
-A thread is one analysed turn not yet finished (KataGo searches each turn of a query as a task of its own). Queries
-without a client key (kgbench's direct sender) are counted but never held. An engine with nothing running takes
-the next query whatever its size, so a query of more turns than threads is never stuck.
+- the first threads - reserve threads go to anyone, in KataGo's queue order (highest `priority`, then arrival;
+  so kgserve's priority classes and fairness levels, kgserve.admission.priority, still order them);
+- the last `reserve` threads go to clients holding at most `small` threads per engine (all engines together:
+  `small` x the engines ready): a newcomer is answered while another client holds every other thread;
+- while no other client has turns waiting here, a client may borrow the reserve, and `prefetch` turns more go
+  into KataGo's own queue (no idle thread between its answer and kgserve's next line), but only for searches
+  estimated to end within `lend_bound_s`: the longest a newcomer waits for a lent thread. A client alone on the
+  server gets every thread, as with the reserve off.
+
+Whatever may not go now waits here, per turn: a many-turn query (a whole-game review) is written a few turns at
+a time as threads free (kgserve.engine.turns), so it never waits for an idle engine and never keeps other clients
+from the engine for longer than one search; a turn goes to whichever engine frees a thread first. Finding the
+next turn is O(log clients) (kgserve.engine.heldqueue). Queries without a client key (kgbench's direct sender),
+and every query with the reserve off, are written whole at once to the engine with the fewest outstanding visits.
+
+How a query ends, whatever happened to it (kgserve.engine.settle): its unwritten turns are answered as KataGo
+answers queued ones (`noResults`), written ones through the engine.
 """
 
 from __future__ import annotations
 
-import heapq
 import itertools
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from typing import Any
 
+from kgserve.engine.errors import NoEngineReady
+from kgserve.engine.heldqueue import HeldQueue
+from kgserve.engine.reserve import ThreadReserve
+from kgserve.engine.router import Router
+from kgserve.engine.settle import Settler
 from kgserve.engine.stream import QueryStream
-from kgserve.katago.priorities import read_priorities, read_priority
+from kgserve.engine.turns import Piece, plan_turns
+from kgserve.katago.protocol import Query
 
-__all__ = ["Dispatch", "ThreadReserve", "thread_reserve"]
-
-
-@dataclass(frozen=True, slots=True)
-class ThreadReserve:
-    threads: int  # the engine's numAnalysisThreads
-    reserve: int  # the last threads, only for clients holding at most `small`
-    small: int
+__all__ = ["Dispatch", "preference"]
 
 
-def thread_reserve(threads: int | None, share: float) -> ThreadReserve | None:
-    """The reserve for an engine of `threads` analysis threads (None: off, or nothing to reserve).
-
-    reserve = share x threads, at least 1 and never every thread; `small` = reserve: a newcomer may take the whole
-    reserve (a short burst of queries is answered at once), while a client already holding more than that has had
-    its turn. With 128 threads and the default 1/16: 8 threads, for clients holding at most 8."""
-    if threads is None or threads < 2 or share <= 0:
-        return None
-    reserve = min(threads - 1, max(1, round(threads * share)))
-    return ThreadReserve(threads, reserve, reserve)
+def preference(router: Router) -> tuple[bool, int, int, int]:
+    """Which engine a query goes to first: not suspected of being frozen, fewest outstanding visits and pieces."""
+    return (bool(getattr(router.owner, "suspect", False)), router.outstanding_visits, router.pending, router.index)
 
 
-class Dispatch:
-    """One engine's threads in use (per client) and its held-back queries. It writes nothing: `admit` and
-    `ready` say which queries the router may write now, and the router reports turns finished with `release`."""
-
-    def __init__(self, plan: ThreadReserve | None) -> None:
+class Dispatch(Settler):
+    def __init__(
+        self, plan: ThreadReserve | None, routers: Callable[[], Sequence[Router]], *, abort_timeout_s: float = 15.0
+    ) -> None:
+        super().__init__(abort_timeout_s)
         self.plan = plan
-        self.in_engine = 0  # turns written and not finished (running, or queued inside KataGo)
-        self.held = 0  # queries held back here
-        self._holding: dict[str, int] = {}  # turns in the engine per client key
-        # per client, a heap of (-priority, arrival, stream): its next query to write first
-        self._waiting: dict[str, list[tuple[int, int, QueryStream]]] = {}
-        self._arrivals = itertools.count()
+        self._routers = routers  # the engines that take queries now (ready, not frozen)
+        self.holding: dict[str, int] = {}  # turns written and not finished, per client key, all engines
+        self.queue = HeldQueue(self._small)
+        self._arrivals = itertools.count(1)
+        self._engines = 1  # engines ready at the last look (a client holding little: `small` threads each)
 
-    def admit(self, stream: QueryStream) -> bool:
-        """A new query: True when it may be written now (it is counted), False when it is held back."""
-        key = stream.client
-        if self.plan is None or key is None or (key not in self._waiting and self._may_run(key, stream.finals_left)):
-            self._count(stream)
-            return True
-        heapq.heappush(self._waiting.setdefault(key, []), (-_priority(stream), next(self._arrivals), stream))
-        stream.held = True
-        self.held += 1
-        return False
+    def _small(self, client: str) -> bool:
+        return self.plan is not None and self.holding.get(client, 0) < self.plan.small * self._engines
 
-    def release(self, stream: QueryStream, turns: int) -> None:
-        """`turns` of a written query are over (its final lines, or it ended)."""
-        turns = min(turns, stream.running_turns)
-        if turns <= 0:
+    def _ready(self) -> Sequence[Router]:
+        routers = self._routers()
+        self._engines = max(1, len(routers))
+        return routers
+
+    # -- new queries ---------------------------------------------------------------------------------------
+    def submit(self, query: Query, client: str | None, visits: int) -> QueryStream:
+        """A new query: written now, or held here until the rule lets its turns go (its client: the per-client
+        caps' key; None: never held)."""
+        routers = self._ready()
+        if not routers or self.closed:
+            raise NoEngineReady("no engine is ready" if not self.closed else "the engines are closing")
+        stream = QueryStream(self, query, visits, client)
+        if self.plan is None or client is None:
+            router = min(routers, key=preference) if len(routers) > 1 else routers[0]
+            self._write(router, stream, [None], stream.finals_left)
+            return stream
+        plan = stream.plan = plan_turns(query)
+        stream.seq = next(self._arrivals)
+        if not self.queue.turns and plan.left == 1:  # the common query, nothing waiting: no queue at all
+            roomy = [router for router in routers if self._room(router, client, visits)]
+            if roomy:
+                router = min(roomy, key=preference) if len(roomy) > 1 else roomy[0]
+                self._write(router, stream, [plan.take()], stream.finals_left)
+                return stream
+        self.queue.add(stream)
+        self.fill_all()
+        return stream
+
+    # -- threads freeing -----------------------------------------------------------------------------------
+    def turns_over(self, piece: Piece, turns: int, visits: int) -> None:
+        """`turns` of a written piece ended (a final line each, or an error line), having searched `visits`."""
+        piece.router.load.finished(turns, visits)
+        self._release(piece.stream.client, turns)
+
+    def freed(self, router: Router) -> None:
+        """Threads of `router`'s engine freed: write what the rule now allows there."""
+        if self.queue.turns and router in self._routers():
+            self.fill(router)
+
+    def fill_all(self) -> None:
+        """Every engine takes what the rule allows (an engine ready again, turns back in the queue)."""
+        if self.queue.turns and self.plan is not None and not self.closed:
+            for router in sorted(self._ready(), key=preference):
+                self.fill(router)
+
+    def fill(self, router: Router) -> None:
+        """Write to `router`'s engine the held turns the rule allows now, consecutive turns of one query as one
+        piece."""
+        if self.plan is None or self.closed:
             return
-        stream.running_turns -= turns
-        self.in_engine -= turns
-        key = stream.client
-        if key is not None:
-            left = self._holding.get(key, 0) - turns
-            if left > 0:
-                self._holding[key] = left
-            else:
-                self._holding.pop(key, None)
-
-    def forget(self, stream: QueryStream) -> None:
-        """A held-back query leaves without being written (terminated, the engine gone, moved elsewhere)."""
-        queue = self._waiting.get(stream.client or "")
-        if not stream.held or queue is None:
-            return
-        for item in queue:
-            if item[2] is stream:
-                queue.remove(item)
-                heapq.heapify(queue)
+        streams: dict[int, QueryStream] = {}
+        taken: dict[int, list[int | None]] = {}
+        costs: dict[int, int] = {}
+        while self.queue.turns:
+            stream = self._next_for(router)
+            if stream is None:
                 break
-        if not queue:
-            del self._waiting[stream.client or ""]
-        stream.held = False
-        self.held -= 1
+            turn = self.queue.take(stream)
+            cost = self._cost(stream)
+            self._count(router, stream.client, cost)
+            key = id(stream)
+            if key not in streams:
+                streams[key], taken[key], costs[key] = stream, [], 0
+            taken[key].append(turn)
+            costs[key] += cost
+        for key, stream in streams.items():
+            router.write(stream, taken[key], costs[key])
 
-    def drop_held(self) -> list[QueryStream]:
-        """Every held-back query, taken off (the engine is closing or gone)."""
-        streams = [item[2] for queue in self._waiting.values() for item in sorted(queue)]
-        for stream in streams:
-            stream.held = False
-        self._waiting.clear()
-        self.held = 0
-        return streams
-
-    def ready(self) -> list[QueryStream]:
-        """Held-back queries that may be written now, taken off and counted: the first head of a client's queue
-        (highest priority, then arrival) that the rule allows first, until none is allowed."""
-        taken: list[QueryStream] = []
-        while self._waiting:
-            heads = sorted((queue[0][:2], key) for key, queue in self._waiting.items())
-            key = next((key for _, key in heads if self._may_run(key, self._waiting[key][0][2].finals_left)), None)
-            if key is None:
-                break
-            queue = self._waiting[key]
-            stream = heapq.heappop(queue)[2]
-            if not queue:
-                del self._waiting[key]
-            stream.held = False
-            self.held -= 1
-            self._count(stream)
-            taken.append(stream)
-        return taken
-
-    def _may_run(self, key: str, turns: int) -> bool:
+    def _next_for(self, router: Router) -> QueryStream | None:
+        """The held stream whose next turn the rule lets `router`'s engine take now, if any."""
         plan = self.plan
-        if plan is None or self.in_engine == 0:
+        assert plan is not None
+        running = router.load.in_engine
+        if running < plan.threads - plan.reserve:
+            return self.queue.best(small=False)
+        if running < plan.threads:
+            small = self.queue.best(small=True)
+            if small is not None:
+                return small
+        if running < plan.threads + plan.prefetch:
+            client = self.queue.only_client()
+            stream = self.queue.head_of(client) if client is not None else None
+            if stream is not None and self._lendable(router, stream.visits_per_turn):
+                return stream
+        return None
+
+    def _room(self, router: Router, client: str, visits: int) -> bool:
+        """Whether one more turn of `client` may go to `router`'s engine now (nothing else waiting)."""
+        plan = self.plan
+        assert plan is not None
+        running = router.load.in_engine
+        if running < plan.threads - plan.reserve:
             return True
-        after = self.in_engine + min(turns, plan.threads)
-        if after <= plan.threads - plan.reserve:
+        if running < plan.threads and self._small(client):
             return True
-        return after <= plan.threads and self._holding.get(key, 0) + turns <= plan.small
+        return running < plan.threads + plan.prefetch and self._lendable(router, visits)
 
-    def _count(self, stream: QueryStream) -> None:
-        turns = stream.finals_left
-        stream.running_turns = turns
-        self.in_engine += turns
-        if stream.client is not None:
-            self._holding[stream.client] = self._holding.get(stream.client, 0) + turns
+    def _lendable(self, router: Router, visits: int) -> bool:
+        plan = self.plan
+        assert plan is not None
+        if plan.lend_bound_s <= 0:
+            return False
+        estimate = router.load.search_s(visits)
+        return estimate is not None and estimate <= plan.lend_bound_s
 
+    @staticmethod
+    def _cost(stream: QueryStream) -> int:
+        """Threads one take of the stream holds: a turn, or the whole query's turns when it is not split."""
+        return 1 if stream.plan is not None and stream.plan.split else stream.finals_left
 
-def _priority(stream: QueryStream) -> int:
-    """The priority KataGo would queue the query with (`priorities`, one per turn: its highest), 0 when unset."""
-    body = stream.query.body
-    several = read_priorities(body["priorities"]) if "priorities" in body else None
-    if several:
-        return max(several)
-    return read_priority(body.get("priority", 0)) or 0
+    # -- counting ------------------------------------------------------------------------------------------
+    def _write(self, router: Router, stream: QueryStream, taken: list[int | None], cost: int) -> None:
+        self._count(router, stream.client, cost)
+        router.write(stream, taken, cost)
+
+    def _count(self, router: Router, client: str | None, turns: int) -> None:
+        router.load.add(turns)
+        if client is not None and self.plan is not None:
+            self.holding[client] = self.holding.get(client, 0) + turns
+            self.queue.holding_changed(client)
+
+    def _release(self, client: str | None, turns: int) -> None:
+        if client is None or self.plan is None or turns <= 0:
+            return
+        left = self.holding.get(client, 0) - turns
+        if left > 0:
+            self.holding[client] = left
+        else:
+            self.holding.pop(client, None)
+        self.queue.holding_changed(client)
+
+    def gone(self, piece: Piece, turns: int) -> None:
+        """`turns` of a piece taken off its engine without an answer."""
+        piece.router.load.gone(turns)
+        self._release(piece.stream.client, turns)
+
+    # -- a frozen engine -----------------------------------------------------------------------------------
+    def take_back(self, router: Router) -> int:
+        """The pieces a frozen engine has not written a line for go to the other engines (none ready: they stay):
+        held again (their turns first in the queue) or, for queries never held, written elsewhere at once."""
+        others = [other for other in self._routers() if other is not router]
+        if not others:
+            return 0
+        pieces = router.unstarted()
+        for piece in pieces:
+            self.gone(piece, piece.finals_left)
+            stream = piece.stream
+            if stream.plan is not None:
+                stream.plan.restore(piece.taken)
+                self.queue.add(stream, len(piece.taken))
+            else:
+                self._write(min(others, key=preference), stream, piece.taken, piece.finals_left)
+        self.fill_all()
+        return len(pieces)
+
+    # -- what /readyz and /metrics read --------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        streams = {id(stream): stream for stream in self.queue.streams_of()}.values()
+        return {
+            "held_queries": sum(1 for stream in streams if stream.held),
+            "held_turns": self.queue.turns,
+            "waiting_clients": len(self.queue),
+        }

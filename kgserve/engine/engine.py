@@ -7,14 +7,15 @@
 - `submit(query, client) -> QueryStream`: the stream yields the engine's lines for the query (without the newline)
   with the caller's id restored byte for byte; it ends after the query's last line, or raises `EngineDied` if the
   process exits first. The query may wait in kgserve for a thread first (`spec.thread_reserve`,
-  kgserve.engine.dispatch); to its client that is a query queued inside KataGo.
+  kgserve.engine.dispatch); to its client that is a query queued inside KataGo. An engine of a pool shares the
+  pool's dispatch (`dispatch=`): its queries are the pool's to place.
 - `abort(stream)`: KataGo `terminate` for that query; the stream then yields KataGo's final partial (or
   `noResults`) lines and ends. If the engine never answers, `AbortTimeout` ends it after `abort_timeout_s`.
 - `close(grace_s)`: terminate_all, close stdin, wait `grace_s`, SIGTERM, SIGKILL. Every stream is settled
   (finished or EngineDied) on every exit path.
 - `start_probe()`: liveness, an internal query_version answered in time (the watchdog,
-  kgserve.engine.watchdog, sets `suspect`, and its slot's state `frozen`); `take_back_unstarted()` and
-  `adopt(stream)` move a frozen engine's queries that have had no line yet to another engine.
+  kgserve.engine.watchdog, sets `suspect`, and its slot's state `frozen`; the pool's dispatch then moves its
+  pieces that have had no line yet to another engine).
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from kgserve.engine.dispatch import ThreadReserve
+from kgserve.engine.dispatch import Dispatch
 from kgserve.engine.errors import EngineDied, EngineError, EngineStartupError
 from kgserve.engine.process import EngineProcess
+from kgserve.engine.reserve import ThreadReserve
 from kgserve.engine.router import Router
 from kgserve.engine.stream import QueryStream
 from kgserve.katago.protocol import Query
@@ -61,7 +63,7 @@ class EngineSpec:
 class Engine:
     """One engine subprocess. Not thread-safe: use it from one event loop."""
 
-    def __init__(self, spec: EngineSpec, index: int = 0) -> None:
+    def __init__(self, spec: EngineSpec, index: int = 0, dispatch: Dispatch | None = None) -> None:
         self.spec = spec
         self.index = index
         self.state: EngineState = "new"
@@ -81,13 +83,21 @@ class Engine:
             stderr_tail_lines=spec.stderr_tail_lines,
             stderr_sink=spec.stderr_sink,
         )
+        # a lone engine places its own queries; a pool's engines share the pool's dispatch
+        self._own_dispatch = dispatch is None
+        self.dispatch = dispatch or Dispatch(
+            spec.thread_reserve,
+            lambda: [self.router] if self.state == "ready" and not self.exited else [],
+            abort_timeout_s=spec.abort_timeout_s,
+        )
+        plan = self.dispatch.plan
         self.router = Router(
             self,
             self.process.write,
             label=spec.label,
-            default_visits=spec.default_visits,
-            abort_timeout_s=spec.abort_timeout_s,
-            thread_reserve=spec.thread_reserve,
+            dispatch=self.dispatch,
+            threads=plan.threads if plan is not None else None,
+            index=index,
         )
         self.process.on_line = self.router.route  # stdout lines straight to the router
 
@@ -111,11 +121,6 @@ class Engine:
     @property
     def pending(self) -> int:
         return self.router.pending
-
-    @property
-    def held(self) -> int:
-        """Queries held back in kgserve until a thread frees (kgserve.engine.dispatch), of `pending`."""
-        return self.router.held
 
     @property
     def outstanding_visits(self) -> int:
@@ -224,7 +229,8 @@ class Engine:
             return self.returncode
         if self.state != "exited":
             self.state = "stopping"
-        self.router.terminate_held()  # answered as KataGo answers terminate_all for queued queries
+        if self._own_dispatch:
+            self.dispatch.close()  # held turns answered as KataGo answers terminate_all for queued ones
         if self.router.pending:
             self.router.send_action("terminate_all", wait=False)
         self.process.close_stdin()  # once queued writes are out
@@ -244,17 +250,6 @@ class Engine:
             return None
         return self.router.send_action("query_version", wait=True)
 
-    def take_back_unstarted(self) -> list[QueryStream]:
-        """The queries the engine has not written a line for (none aborted), taken off it to go to another engine;
-        it is sent a terminate for each, in case it wakes up."""
-        return self.router.detach_unstarted()
-
-    def adopt(self, stream: QueryStream) -> None:
-        """Run a query taken back from another engine (take_back_unstarted): its stream goes on from here."""
-        if self.state != "ready":
-            raise EngineError(f"{self.label} is not ready ({self.state})")
-        self.router.adopt(stream)
-
     async def kill(self) -> None:
         """SIGKILL the engine's process group and wait until every stream is settled (EngineDied)."""
         await self.process.kill()
@@ -271,21 +266,10 @@ class Engine:
                     stderr_tail=list(self.stderr_tail),
                 )
             raise EngineError(f"{self.label} is not ready ({self.state})")
-        return self.router.submit(query, client)
+        visits = query.visits if query.visits is not None and query.visits > 0 else self.spec.default_visits
+        return self.dispatch.submit(query, client, visits)
 
     def abort(self, stream: QueryStream, turns: frozenset[int] | None = None) -> None:
-        """Ask KataGo to terminate the query (only `turns` of it, when given); its last lines still arrive."""
-        if turns is not None:
-            # some turns only: the stream still ends after its finals (KataGo's noResults/partial lines); each
-            # of its turns is sent a terminate once, and only turns it analyses
-            if not stream.done and not stream.aborted and stream.engine is self and not self.exited:
-                claimed = stream.claim_turns(turns)
-                if claimed:
-                    self.router.terminate(stream, claimed)
-            return
-        if stream.done or stream.aborted or stream.engine is not self:
-            return
-        stream.aborted = True
-        self.router.counters["aborted"] += 1
-        if self.process.spawned and not self.exited:
-            self.router.terminate(stream)
+        """Ask KataGo to terminate the query (only `turns` of it, when given): its last lines still arrive (a turn
+        is sent a terminate once, however often a client asks; turns still held in kgserve are answered at once)."""
+        self.dispatch.abort(stream, turns)

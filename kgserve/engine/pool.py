@@ -4,13 +4,13 @@
   another in the background (kgserve serves /healthz and /readyz meanwhile). `await pool.wait_ready()`
   waits for `engine.required_ready` of them (kgbench's transport=direct uses this).
 - Each engine slot is kept running by its supervisor (kgserve.engine.supervisor: restart back-off, liveness).
-- `submit(query)` picks the ready engine with the least outstanding visits (requested visits x turns
-  of unfinished queries), preferring engines not suspected of being frozen, and returns its QueryStream;
-  `NoEngineReady` (with the reason) when none is. `client` (the per-client caps' key) is for the engine's
-  thread reserve (`engine.thread_reserve`, kgserve.engine.dispatch: the last threads only for clients holding
-  little, the rest of a busy client's queries held back in kgserve). A frozen engine (kgserve.engine.watchdog)
-  takes no query, and its queries that have had no line yet move to the other engines at once.
-  `abort(stream)` terminates that query on its engine.
+- `submit(query, client)` hands the query to the pool's dispatch (kgserve.engine.dispatch) and returns its
+  QueryStream; `NoEngineReady` (with the reason) when no engine is ready. The dispatch writes it to the ready
+  engine with the least outstanding visits (requested visits x turns of unfinished queries), preferring engines
+  not suspected of being frozen; with the thread reserve (`engine.thread_reserve`, `client`: the per-client caps'
+  key) it may hold its turns back in kgserve, one queue for every engine: a held turn goes to whichever engine
+  frees a thread first. A frozen engine (kgserve.engine.watchdog) takes no query, and its queries' pieces that
+  have had no line yet move to the other engines at once. `abort(stream)` terminates that query.
 - `status()`: the /readyz data: ready, degraded (some engine not serving), reason, required_ready,
   katago_version, model, simulated and engines[] (kgserve.engine.supervisor.Slot.status).
 - `await pool.close(grace_s)`: every engine closes (terminate_all, stdin closed, wait, SIGTERM, SIGKILL).
@@ -27,10 +27,12 @@ from types import TracebackType
 from typing import Any
 
 from kgserve.engine.client import is_simulated
-from kgserve.engine.dispatch import thread_reserve
+from kgserve.engine.dispatch import Dispatch
 from kgserve.engine.engine import Engine, EngineSpec
 from kgserve.engine.errors import NoEngineReady
 from kgserve.engine.process import engine_label
+from kgserve.engine.reserve import thread_reserve
+from kgserve.engine.router import Router
 from kgserve.engine.stream import QueryStream
 from kgserve.engine.supervisor import Slot, Supervisor
 from kgserve.katago.cfg import cfg_analysis_threads, cfg_max_visits
@@ -67,12 +69,18 @@ class EnginePool:
         self.argv = engine_argv(settings, self.backend)
         self.default_visits = cfg_max_visits(settings.engine.cfg) or FALLBACK_VISITS
         # per engine: its cfg's numAnalysisThreads (unreadable: no reserve, every query written at once)
-        self.thread_reserve = thread_reserve(cfg_analysis_threads(settings.engine.cfg), settings.engine.thread_reserve)
+        self.thread_reserve = thread_reserve(
+            cfg_analysis_threads(settings.engine.cfg), settings.engine.thread_reserve, settings.engine.lend_bound_s
+        )
         self.required_ready = settings.engine.required_ready
         self.katago_version: str | None = None
         self.model: str | None = None
         self.katago_git_hash: str | None = None
         self._slots = [Slot(index) for index in range(settings.engine.processes)]
+        # one queue for every engine: a held turn goes to the first engine that frees a thread
+        self.dispatch = Dispatch(
+            self.thread_reserve, self._ready_routers, abort_timeout_s=self.engine_spec(0).abort_timeout_s
+        )
         self._closing = False
         self._wake = asyncio.Event()
         self._started = False
@@ -94,7 +102,7 @@ class EnginePool:
         return EngineSpec(**values)
 
     def _make_engine(self, index: int) -> Engine:
-        return Engine(self.engine_spec(index), index)
+        return Engine(self.engine_spec(index), index, self.dispatch)
 
     def _engine_ready(self, engine: Engine) -> None:
         self.katago_version = engine.version
@@ -113,12 +121,18 @@ class EnginePool:
                 self.settings.engine,
                 make_engine=self._make_engine,
                 on_ready=self._engine_ready,
-                on_change=self._wake.set,
+                on_change=self._changed,
                 closing=lambda: self._closing,
                 on_frozen=self._move_unstarted,
             )
             slot.task = asyncio.create_task(supervisor.run(previous), name=f"kgserve-engine-{slot.index}")
             previous = slot
+
+    def _changed(self) -> None:
+        """An engine's state changed (ready, frozen, thawed, gone): waiters wake, a ready one takes held turns."""
+        self._wake.set()
+        if not self._closing:
+            self.dispatch.fill_all()
 
     async def __aenter__(self) -> EnginePool:
         await self.start()
@@ -147,6 +161,7 @@ class EnginePool:
         """Close every engine (terminate_all, stdin closed, wait grace_s, SIGTERM, SIGKILL)."""
         self._closing = True
         self._wake.set()
+        self.dispatch.close()  # held turns answered as KataGo answers terminate_all for queued ones
         engines = [slot.engine for slot in self._slots if slot.engine is not None and slot.state == "ready"]
         frozen = [slot.engine for slot in self._slots if slot.engine is not None and slot.state == "frozen"]
         closing = [*(engine.close(grace_s) for engine in engines), *(engine.kill() for engine in frozen)]
@@ -177,36 +192,29 @@ class EnginePool:
     def ready(self) -> bool:
         return not self._closing and self.ready_count >= self.required_ready
 
-    def _choose(self, engines: list[Engine]) -> Engine:
-        """The engine with the least outstanding visits, among those not suspected of being frozen if any is."""
-        healthy = [engine for engine in engines if not engine.suspect] or engines
-        return min(healthy, key=lambda item: (item.outstanding_visits, item.pending, item.index))
+    def _ready_routers(self) -> list[Router]:
+        return [engine.router for engine in self.ready_engines]
 
     def submit(self, query: Query, client: str | None = None) -> QueryStream:
-        """Send the query to the ready engine with the least outstanding visits (a frozen engine takes none);
-        `client`: whose it is, for the engine's thread reserve (None: never held back)."""
+        """Send the query (to the ready engine with the least outstanding visits, or held for a thread: the
+        dispatch); `client`: whose it is, for the thread reserve (None: never held back)."""
         if self._closing:
             raise NoEngineReady("kgserve is shutting down")
-        engines = self.ready_engines
-        if not engines:
+        if not self.ready_count:
             raise NoEngineReady(self._reason())
-        if len(engines) == 1:  # one engine (the common case): nothing to choose
-            return engines[0].submit(query, client)
-        return self._choose(engines).submit(query, client)
+        visits = query.visits if query.visits is not None and query.visits > 0 else self.default_visits
+        return self.dispatch.submit(query, client, visits)
 
     def _move_unstarted(self, frozen: Engine) -> None:
-        """A frozen engine's queries that have had no line yet go to the other engines (none ready: they stay)."""
-        engines = [engine for engine in self.ready_engines if engine is not frozen]
-        if not engines or self._closing:
+        """A frozen engine's pieces that have had no line yet go to the other engines (none ready: they stay)."""
+        if self._closing:
             return
-        moved = frozen.take_back_unstarted()
-        for stream in moved:
-            self._choose(engines).adopt(stream)
+        moved = self.dispatch.take_back(frozen.router)
         if moved:
-            log.warning("%s is frozen: %d of its queries moved to other engines", frozen.label, len(moved))
+            log.warning("%s is frozen: %d of its queries moved to other engines", frozen.label, moved)
 
     def abort(self, stream: QueryStream, turns: frozenset[int] | None = None) -> None:
-        stream.engine.abort(stream, turns)
+        self.dispatch.abort(stream, turns)
 
     # -- status --------------------------------------------------------------------------------------------
     def _reason(self) -> str:
@@ -237,4 +245,6 @@ class EnginePool:
             "model": self.model,
             "simulated": is_simulated(self.backend, self.katago_version),
             "engines": [slot.status() for slot in self._slots],
+            # turns waiting in kgserve for an analysis thread (kgserve.engine.dispatch): one queue for all engines
+            "held": self.dispatch.status(),
         }

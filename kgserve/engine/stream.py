@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kgserve.katago.protocol import Query, analysed_turns
+
+if TYPE_CHECKING:
+    from kgserve.engine.turns import Piece, TurnPlan
 
 __all__ = ["Listener", "QueryStream", "StreamOwner"]
 
@@ -23,7 +26,7 @@ Listener = Callable[[bytes | BaseException | None], None]
 
 
 class StreamOwner(Protocol):
-    """The engine a stream was submitted to (kgserve.engine.engine.Engine): an abort goes back to it."""
+    """What an abort goes back to (kgserve.engine.dispatch.Dispatch: the query's turns may be on several engines)."""
 
     def abort(self, stream: QueryStream, turns: frozenset[int] | None = None) -> None: ...
 
@@ -34,13 +37,16 @@ _END = object()
 class QueryStream:
     """Async iterator over one query's response lines (bytes, no newline, caller id restored)."""
 
-    def __init__(self, engine: StreamOwner, query: Query, internal_id: str, visits_per_turn: int) -> None:
-        self.engine = engine
+    def __init__(self, owner: StreamOwner, query: Query, visits_per_turn: int, client: str | None = None) -> None:
+        self.owner = owner
+        self.engine: Any = None  # the engine its latest piece went to (None while all of it waits in kgserve)
+        self.router: Any = None  # that engine's router (kgserve.engine.router)
+        self.internal_id = ""  # that piece's id on the engine
         self.query = query
-        self.internal_id = internal_id
         self.visits_per_turn = visits_per_turn
         self.finals_left = max(1, query.expected_finals)
         self.caller_id_json = query.caller_id_json
+        self.client = client  # the per-client caps' key (kgserve.engine.dispatch; None: never held back)
         self.aborted = False
         self.started = False  # a line has come (a query with none yet may move to another engine)
         # asked before each partial (isDuringSearch) line with its size: False and the line is not passed on (a
@@ -49,17 +55,21 @@ class QueryStream:
         self.done = False
         self.error: BaseException | None = None
         self.submitted_at = time.monotonic()
-        # kgserve.engine.dispatch: whose query it is (the per-client caps' key; None: never held back), whether it is
-        # held back in kgserve (not yet written to the engine), its turns written and not finished, and the turns
-        # a client asked to terminate while it was held (sent to the engine right after the query)
-        self.client: str | None = None
-        self.held = False
-        self.running_turns = 0
-        self.deferred_turns: list[int] = []
+        # kgserve.engine.dispatch: its turns not yet written (None: written whole at once), its arrival, the
+        # pieces written and not finished, the piece whose warning lines are passed on (KataGo warns once a query)
+        self.plan: TurnPlan | None = None
+        self.seq = 0
+        self.pieces: list[Piece] = []
+        self.warned_by: Piece | None = None
         self._items: asyncio.Queue[Any] | None = None  # made on first use: a listener needs none
         self._listener: Listener | None = None
         self._abort_timer: asyncio.TimerHandle | None = None
         self._open_turns: set[int] | None = None  # turns not yet sent a terminate (made on the first one)
+
+    @property
+    def held(self) -> bool:
+        """Nothing of it written yet: it waits in kgserve for a thread (to its client, a query queued in KataGo)."""
+        return not self.pieces and self.plan is not None and self.plan.left > 0 and not self.done
 
     def claim_turns(self, turns: frozenset[int]) -> list[int]:
         """The turns of `turns` this query analyses and was not yet sent a terminate for, now marked as sent:
@@ -73,10 +83,6 @@ class QueryStream:
     @property
     def caller_id(self) -> str:
         return self.query.caller_id
-
-    @property
-    def outstanding_visits(self) -> int:
-        return 0 if self.done else self.visits_per_turn * self.finals_left
 
     def __aiter__(self) -> QueryStream:
         return self

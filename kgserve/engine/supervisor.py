@@ -77,7 +77,6 @@ class Slot:
             "last_error": self.last_error,
             "outstanding_visits": engine.outstanding_visits if engine is not None and live else 0,
             "pending": engine.pending if engine is not None and live else 0,
-            "held": engine.held if engine is not None and live else 0,  # of pending: waiting in kgserve for a thread
             "counters": counters,
         }
 

@@ -1,77 +1,115 @@
-"""kgserve.engine.dispatch's rule on its own: which queries are written, which held, in which order they go."""
+"""kgserve.engine.dispatch's rule on its own (no process): which turns are written, which held, in which order
+they go, and when the reserve is lent."""
 
 from __future__ import annotations
 
-from typing import Any
+from kgserve.engine.reserve import thread_reserve
 
-from kgserve.engine.dispatch import Dispatch, thread_reserve
-from kgserve.engine.stream import QueryStream
-from tests.helpers.engine_checks import make_query
-
-
-class _Owner:
-    def abort(self, stream: QueryStream, turns: frozenset[int] | None = None) -> None:
-        pass
-
-
-def _stream(client: str | None, name: str = "q", **body: Any) -> QueryStream:
-    query = make_query({"id": name, "moves": [], "boardXSize": 19, "boardYSize": 19, **body})
-    stream = QueryStream(_Owner(), query, name, 100)
-    stream.client = client
-    return stream
+from .dispatch_rig import Rig
 
 
 def test_the_reserve_size() -> None:
-    assert thread_reserve(128, 1 / 16) is not None
-    plan = thread_reserve(128, 1 / 16)
-    assert plan is not None and (plan.reserve, plan.small) == (8, 8)
+    plan = thread_reserve(128, 1 / 16, 2.0)
+    assert plan is not None and (plan.reserve, plan.small, plan.prefetch, plan.lend_bound_s) == (8, 8, 8, 2.0)
     small = thread_reserve(4, 1 / 16)
     assert small is not None and small.reserve == 1  # at least one thread
     assert thread_reserve(1, 0.5) is None and thread_reserve(128, 0) is None and thread_reserve(None, 0.1) is None
 
 
-def test_a_lone_client_gets_all_but_the_reserve_a_newcomer_the_reserve() -> None:
-    dispatch = Dispatch(thread_reserve(8, 0.25))  # 2 reserved, for clients holding at most 2
-    hog = [_stream("a", f"a{index}") for index in range(10)]
-    assert [dispatch.admit(stream) for stream in hog] == [True] * 6 + [False] * 4
-    newcomer = [_stream("b", f"b{index}") for index in range(3)]
-    assert [dispatch.admit(stream) for stream in newcomer] == [True, True, False]
-    assert dispatch.in_engine == 8 and dispatch.held == 5
-    dispatch.release(newcomer[0], 1)  # the reserve's thread frees: b holds 1, so its next query takes it
-    assert dispatch.ready() == [newcomer[2]]
-    dispatch.release(hog[0], 1)
-    assert dispatch.ready() == []  # 7 of 8 in use: the free thread is the reserve's (b might send another)
-    dispatch.release(newcomer[1], 1)
-    dispatch.release(newcomer[2], 1)
-    assert dispatch.ready() == [hog[6]]  # 5 in use: the hog's next query, in arrival order
+def test_a_lone_client_gets_all_but_the_reserve_a_newcomer_the_reserve_without_an_estimate() -> None:
+    rig = Rig(8, 0.25)  # 2 reserved, for clients holding at most 2; nothing lent (no estimate, no bound)
+    hog = [rig.submit("a", f"a{index}") for index in range(10)]
+    assert [stream.held for stream in hog] == [False] * 6 + [True] * 4
+    newcomer = [rig.submit("b", f"b{index}") for index in range(3)]
+    assert [stream.held for stream in newcomer] == [False, False, True]
+    assert rig.routers[0].load.in_engine == 8 and rig.dispatch.queue.turns == 5
+    rig.answer(newcomer[0])  # the reserve's thread frees: b holds 1, so its next query takes it
+    assert not newcomer[2].held
+    rig.answer(hog[0])
+    assert hog[6].held  # 7 of 8 in use: the free thread is the reserve's (b might send another)
+    rig.answer(newcomer[1])
+    rig.answer(newcomer[2])
+    assert not hog[6].held and hog[7].held  # 5 in use: the hog's next query, in arrival order
+
+
+def test_a_lone_client_borrows_the_reserve_and_queues_a_few_for_short_searches() -> None:
+    rig = Rig(8, 0.25, lend_s=2.0)
+    rig.learn(0.001)  # 100 visits: 0.1 s
+    hog = [rig.submit("a", f"a{index}", visits=100) for index in range(12)]
+    assert [stream.held for stream in hog] == [False] * 10 + [True] * 2  # 8 threads + 2 queued inside KataGo
+    long = rig.submit("a", "long", visits=10_000)  # 10 s: past the bound, never lent
+    rig.answer(hog[0])
+    assert not hog[10].held and long.held
+
+
+def test_no_lending_past_the_bound_or_while_another_client_waits() -> None:
+    rig = Rig(8, 0.25, lend_s=2.0)
+    rig.learn(0.1)  # 100 visits: 10 s, past the bound
+    hog = [rig.submit("a", f"a{index}", visits=100) for index in range(8)]
+    assert [stream.held for stream in hog] == [False] * 6 + [True] * 2
+    other = [rig.submit("c", f"c{index}", visits=100) for index in range(4)]
+    assert [stream.held for stream in other] == [False, False, True, True]  # the reserve: c held nothing
+    rig.learn(0.001)  # short searches from now on
+    rig.answer(hog[0])
+    # a reserved thread is free, neither client is small, and two wait: nothing is lent
+    assert hog[6].held and other[2].held and rig.routers[0].load.in_engine == 7
+    rig.answer(other[0])
+    assert not other[2].held and hog[6].held  # c is small again: the reserve is its
+
+
+def test_a_newcomer_waits_for_the_queued_turns_then_takes_a_free_thread() -> None:
+    rig = Rig(4, 0.25, lend_s=2.0)  # 1 reserved, 1 queued when lent
+    rig.learn(0.001)
+    hog = [rig.submit("a", f"a{index}", visits=100) for index in range(6)]
+    assert [stream.held for stream in hog] == [False] * 5 + [True]
+    newcomer = rig.submit("b", "n", visits=100)
+    assert newcomer.held  # no thread free: KataGo runs a4 (queued) at the next answer
+    rig.answer(hog[0])
+    assert newcomer.held and hog[5].held  # a4 took the thread; no more lending while b waits
+    rig.answer(hog[1])
+    assert not newcomer.held  # a thread free, and b holds nothing: the reserve is its
+    assert not hog[5].held and rig.routers[0].load.in_engine == 5  # a waits alone again: lent again
 
 
 def test_unkeyed_queries_are_never_held_and_off_holds_nothing() -> None:
-    dispatch = Dispatch(thread_reserve(2, 0.5))
-    assert all(dispatch.admit(_stream(None)) for _ in range(5))
-    off = Dispatch(None)
-    assert all(off.admit(_stream("a")) for _ in range(5)) and off.held == 0
+    rig = Rig(2, 0.5)
+    assert not any(rig.submit(None).held for _ in range(5))
+    off = Rig(2, 0.0)
+    assert not any(off.submit("a").held for _ in range(5)) and off.dispatch.queue.turns == 0
 
 
 def test_held_queries_go_in_katagos_queue_order_priority_then_arrival() -> None:
-    dispatch = Dispatch(thread_reserve(2, 0.5))  # 1 open thread, 1 reserved
-    first = _stream("a", "first")
-    assert dispatch.admit(first)
-    low, high, high_later = _stream("a", "low"), _stream("a", "high", priority=5), _stream("a", "later", priority=5)
-    assert not any(dispatch.admit(stream) for stream in (low, high, high_later))
+    rig = Rig(2, 0.5)  # 1 open thread, 1 reserved
+    running = rig.submit("a", "first")
+    low, high, later = rig.submit("a", "low"), rig.submit("a", "high", priority=5), rig.submit("a", "later", priority=5)
+    assert low.held and high.held and later.held
     order = []
-    running = first
     for _ in range(3):
-        dispatch.release(running, 1)
-        (running,) = dispatch.ready()
+        rig.answer(running)
+        (running,) = [stream for stream in (low, high, later) if stream.pieces and not stream.done]
         order.append(running.caller_id)
     assert order == ["high", "later", "low"]
 
 
-def test_forget_takes_a_held_query_off() -> None:
-    dispatch = Dispatch(thread_reserve(2, 0.5))
-    first, held = _stream("a"), _stream("a")
-    assert dispatch.admit(first) and not dispatch.admit(held)
-    dispatch.forget(held)
-    dispatch.release(first, 1)
-    assert dispatch.held == 0 and dispatch.ready() == [] and dispatch.in_engine == 0
+def test_terminating_a_held_query_answers_no_results_and_frees_nothing() -> None:
+    rig = Rig(2, 0.5)
+    first, held = rig.submit("a"), rig.submit("a", "h")
+    assert held.held
+    held.owner.abort(held)
+    assert held.done and rig.dispatch.queue.turns == 0
+    assert held._items is not None and held._items.get_nowait() == (
+        b'{"id":"h","isDuringSearch":false,"noResults":true,"turnNumber":2}'
+    )
+    rig.answer(first)
+    assert rig.routers[0].load.in_engine == 0
+
+
+def test_a_terminate_of_a_held_querys_turn_is_answered_at_once() -> None:
+    rig = Rig(2, 0.5)
+    rig.submit("a")
+    held = rig.submit("a", "h")
+    held.owner.abort(held, frozenset({7}))  # not its turn: nothing
+    assert held.held and not held.done
+    held.owner.abort(held, frozenset({2, 7}))  # its turn (two moves: turn 2), as KataGo answers a queued one
+    assert held.done and held._items is not None
+    assert held._items.get_nowait() == b'{"id":"h","isDuringSearch":false,"noResults":true,"turnNumber":2}'

@@ -45,7 +45,7 @@ def start(tmp_path_factory: pytest.TempPathFactory, config_writer: Any, kgserve_
 
 
 async def _held(client: httpx.AsyncClient, url: str) -> float:
-    return metric_value((await client.get(url + "/metrics")).text, "kgserve_engine_held_queries")
+    return metric_value((await client.get(url + "/metrics")).text, "kgserve_held_queries")
 
 
 async def _hog_then_newcomer(url: str) -> dict[str, Any]:
