@@ -1,7 +1,8 @@
 """`python -m kgbench.promote --verify`: the check after promote. The runtime promote wrote is served as `python -m
 kgserve --config CONFIG` serves it, loaded with the load of the job its cfg came from (the run its `#
 kgbench-promote:` header names) for a bounded time, and its req/s is printed against the job's measured req/s and 95%
-interval. Below the interval, or when requests the job's kgserve served are refused or fail, it exits 1 naming the
+interval. Below the interval (by more than the served measurement's own noise, when that is wider: `rate_verdict`),
+or when requests the job's kgserve served are refused or fail, it exits 1 naming the
 likely cause: a served setting that is not the measured one (kgbench.decide.served), the cfg edited since promotion,
 another KataGo or network, requests refused or failed, an engine restarted, other work on the machine
 (kgbench.track.contention), or none of these.
@@ -36,7 +37,7 @@ from kgbench.track.schema import KATAGO_VERSION, MODEL_FILE, VERIFY
 from kgserve.provenance import Provenance, read_provenance
 from kgserve.settings import DEFAULT_CONFIG_PATH, Settings
 
-__all__ = ["VerifyError", "verify", "verify_command"]
+__all__ = ["VerifyError", "rate_verdict", "verify", "verify_command"]
 
 HYDRA_ARTIFACT = "hydra_config.yaml"
 
@@ -138,6 +139,23 @@ def _causes(settings: Settings, run: Run, prov: Provenance, served: Served) -> l
     return causes
 
 
+def rate_verdict(served: Interval, promised: Interval) -> tuple[bool, str]:
+    """(served below what was measured, the words for it). Below: the served req/s under the measured one by more
+    than the measured interval's half-width, or than the served measurement's own when that is wider: a job whose
+    windows agreed to the request ([131, 131] on the sim) has an interval narrower than any second measurement's
+    noise, and a served figure a hair under it is no evidence of a worse runtime."""
+    margin = max(promised.mean - promised.low, served.half_width)
+    if served.mean < promised.mean - margin:
+        own = f" and its own noise (±{served.half_width:.3g})" if margin > promised.mean - promised.low else ""
+        return True, f"BELOW the measured interval{own}"
+    if served.mean < promised.low:
+        return False, (
+            f"within the noise: under the measured interval's low end {promised.low:.3g}, by less than the served "
+            f"figure's own ±{served.half_width:.3g}"
+        )
+    return False, "above the measured interval" if served.mean > promised.high else "within it"
+
+
 def _fmt(i: Interval) -> str:
     return f"{i.mean:.3g} req/s [{i.low:.3g}, {i.high:.3g}]"
 
@@ -183,14 +201,15 @@ def verify(
     ratio = measured_at.mean / promised.mean if promised.mean else math.nan
     head = f"served {_fmt(measured_at)}, p99 {served.p99_ms:.0f} ms against measured {_fmt(promised)} ({ratio:.0%})"
     failed = sum(served.errors.values())
-    problems = ["BELOW the measured interval"] if measured_at.mean < promised.low else []
+    below, standing = rate_verdict(measured_at, promised)
+    problems = [standing] if below else []
     if failed and not run.data.metrics.get("errors"):  # the job served its load without one
         problems.append(f"{failed} request(s) refused or failed that the job's kgserve served")
     if problems:
         causes = _causes(settings, run, prov, served)
         line = f"{head}: {' and '.join(problems)}; likely cause: {'; '.join(causes)}"
     else:
-        line = f"{head}: " + ("above the measured interval" if measured_at.mean > promised.high else "within it")
+        line = f"{head}: {standing}"
     say(line)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     with contextlib.suppress(Exception):  # a read-only store: the line printed is the result
