@@ -106,7 +106,7 @@ def _verified(verify_step: str, env: dict[str, str], clone: Path, config: Path) 
     # served setting that is not the measured one fails both (the worse setting below)
     good = first.stdout if first.returncode == 0 else run_step(verify_step, env, clone, timeout=300).stdout
     assert "load: the job's, at concurrency 8" in good and "served " in good, first.stdout + good
-    assert "within it" in good or "above the measured interval" in good, good
+    assert any(words in good for words in ("within it", "above the measured interval", "within the noise: ")), good
     text = config.read_text()
     config.write_text(text.replace("max_inflight_per_client: 512", "max_inflight_per_client: 1"))
     bad = subprocess.run(["bash", "-c", verify_step], cwd=clone, env=env, capture_output=True, text=True, timeout=300)

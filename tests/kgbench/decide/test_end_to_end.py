@@ -102,7 +102,8 @@ def _verify_passes_then_fails_on_a_worse_setting(config: Path, env: dict[str, st
     good = first if first.returncode == 0 else run_ok(verify, env, cwd, timeout=300)
     assert "kgserve: python -m kgserve --config " in good.stdout
     assert " --port 0, with the job's load-generator settings: limits.max_requests_per_s_per_client 0 " in good.stdout
-    assert "served " in good.stdout and ("within it" in good.stdout or "above the measured interval" in good.stdout)
+    verdicts = ("within it", "above the measured interval", "within the noise: ")
+    assert "served " in good.stdout and any(words in good.stdout for words in verdicts)
     text = config.read_text()
     config.write_text(text.replace("max_inflight_per_client: 512", "max_inflight_per_client: 1"))
     bad = subprocess.run(verify, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
