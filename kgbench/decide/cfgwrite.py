@@ -1,5 +1,5 @@
-"""Writing what promote decided: atomic file replacement, the engine.backend line of runtime/config.yaml
-(every comment and every other byte kept), and a unified diff for the terminal. Pure text functions
+"""Writing what promote decided: atomic file replacement, the engine.backend and engine.processes lines of
+runtime/config.yaml (every comment and every other byte kept), and a unified diff for the terminal. Pure text functions
 plus one atomic write; no MLflow here."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-__all__ = ["atomic_write_text", "set_engine_backend", "unified_diff"]
+__all__ = ["atomic_write_text", "set_engine_backend", "set_engine_value", "unified_diff"]
 
 _TOP_KEY_RE = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:(?P<rest>.*)$")
 _BACKEND_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -55,6 +55,14 @@ def set_engine_backend(text: str, backend: str) -> str:
     not found as a plain `backend: value` line, or when the result would not parse back as intended."""
     if not _BACKEND_NAME_RE.match(backend):
         raise ValueError(f"invalid backend name {backend!r}")
+    return set_engine_value(text, "backend", backend)
+
+
+def set_engine_value(text: str, key: str, value: str | int) -> str:
+    """Return config.yaml text with `engine.<key>` set to `value` (a name or a number). Only that line changes
+    (comments, spacing and key order stay byte for byte); a key the engine mapping lacks is added under its
+    `backend:` line. Raises ValueError when it cannot be edited so, or when the result would not parse back as
+    intended (no other setting may change)."""
     lines = text.splitlines(keepends=True)
     start = next(
         (i for i, ln in enumerate(lines) if (m := _TOP_KEY_RE.match(ln)) and m.group("key") == "engine"),
@@ -63,7 +71,7 @@ def set_engine_backend(text: str, backend: str) -> str:
     if start is None:
         raise ValueError("no top-level `engine:` mapping in the configuration")
     child_indent: int | None = None
-    target: int | None = None
+    found: dict[str, int] = {}
     for i in range(start + 1, len(lines)):
         line = lines[i]
         if not _is_content(line):
@@ -73,40 +81,48 @@ def set_engine_backend(text: str, backend: str) -> str:
             break  # next top-level key
         if child_indent is None:
             child_indent = indent
-        if indent == child_indent and re.match(r"^\s*backend\s*:", line):
-            target = i
-            break
-    if target is None:
-        raise ValueError("no `backend:` key directly under `engine:` in the configuration")
+        if indent == child_indent and (m := re.match(r"^\s*([A-Za-z_][\w-]*)\s*:", line)):
+            found.setdefault(m.group(1), i)
+    if key in found:
+        lines[found[key]] = _with_value(lines[found[key]], key, value)
+    elif "backend" in found and child_indent is not None:
+        eol = "\r\n" if lines[found["backend"]].endswith("\r\n") else "\n"
+        lines.insert(found["backend"] + 1, f"{' ' * child_indent}{key}: {value}{eol}")
+    else:
+        where = "" if key == "backend" else " (nor a `backend:` line to add it under)"
+        raise ValueError(f"no `{key}:` key directly under `engine:`{where} in the configuration")
+    new_text = "".join(lines)
+    _check_only_key_changed(text, new_text, key, value)
+    return new_text
+
+
+def _with_value(line: str, key: str, value: str | int) -> str:
     match = re.match(
-        r"^(?P<head>[ \t]*backend[ \t]*:[ \t]*)(?P<value>[^#\r\n]*?)(?P<tail>[ \t]*(#.*)?)(?P<eol>\r?\n?)$",
-        lines[target],
+        rf"^(?P<head>[ \t]*{re.escape(key)}[ \t]*:[ \t]*)(?P<value>[^#\r\n]*?)(?P<tail>[ \t]*(#.*)?)(?P<eol>\r?\n?)$",
+        line,
     )
     if match is None:
-        raise ValueError(f"cannot edit the engine.backend line: {lines[target]!r}")
+        raise ValueError(f"cannot edit the engine.{key} line: {line!r}")
     tail = match.group("tail")
     if not match.group("value") and tail.startswith("#"):
         tail = " " + tail
     head = match.group("head")
     if not head.endswith((" ", "\t")):
         head += " "
-    lines[target] = head + backend + tail + match.group("eol")
-    new_text = "".join(lines)
-    _check_only_backend_changed(text, new_text, backend)
-    return new_text
+    return head + str(value) + tail + match.group("eol")
 
 
-def _check_only_backend_changed(old: str, new: str, backend: str) -> None:
+def _check_only_key_changed(old: str, new: str, key: str, value: str | int) -> None:
     try:
         before: Any = yaml.safe_load(old)
         after: Any = yaml.safe_load(new)
     except yaml.YAMLError as exc:
         raise ValueError(f"the edited configuration would not parse: {exc}") from exc
-    if not isinstance(after, dict) or after.get("engine", {}).get("backend") != backend:
-        raise ValueError("editing engine.backend did not take effect; configuration left unchanged")
-    before["engine"]["backend"] = backend
+    if not isinstance(after, dict) or after.get("engine", {}).get(key) != value:
+        raise ValueError(f"editing engine.{key} did not take effect; configuration left unchanged")
+    before["engine"][key] = value
     if before != after:
-        raise ValueError("editing engine.backend changed other settings; configuration left unchanged")
+        raise ValueError(f"editing engine.{key} changed other settings; configuration left unchanged")
 
 
 def unified_diff(old: str, new: str, old_name: str, new_name: str) -> str:

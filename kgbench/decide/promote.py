@@ -4,6 +4,7 @@
                               [--objective req_per_s|goodput|turns_per_s] [--slo-ms X]
                               [--allow-simulated] [--allow-synthetic] [--config runtime/config.yaml]
                               [--runtime-dir DIR] [--dry-run] [--explain] [--diff]
+    python -m kgbench.promote --verify [--config runtime/config.yaml | --runtime-dir DIR] [--verify-seconds S]
 
 1. keeps the sweep's runs of the runtime it writes (kgbench.decide.runtimes: the same runtime config, backend
    family, model and machine) and refuses, naming both, when there are none: after a CPU or a simulated sweep, a
@@ -14,15 +15,20 @@
    within --slo-ms; default: the SLO each run logged, load.slo_ms);
 3. writes its `katago.cfg` artifact to engine.cfg (runtime/katago_serving.cfg) atomically, under a
    `# kgbench-promote:` provenance header (kgserve.provenance) (`--diff` prints the change);
-4. sets engine.backend in runtime/config.yaml (only that value changes; comments stay);
+4. sets engine.backend in runtime/config.yaml, and engine.processes when the winner measured another count (only
+   those values change; comments stay);
 5. tags the run promoted=true and the previously promoted run(s) promoted=false;
-6. says what it did in one line (kgbench.decide.verdict), and how to serve it.
+6. says what it did in one line (kgbench.decide.verdict): the runtime's serving settings against those the winner
+   was measured with, every one that differs named (kgbench.decide.served), how to serve it and how to check it.
+`--verify` checks a written runtime instead: kgserve serves it under the load of the job its cfg came from and
+its req/s is printed against the job's interval; below it, exit 1 naming the likely cause (kgbench.decide.verify).
 A synthetic net's winner (with --allow-synthetic: random weights, a throughput test) always goes to a scratch
 runtime with engine.throughput_test set: the tracked runtime never serves one.
-A simulated sweep (with --allow-simulated) and no --config, or --runtime-dir DIR, write steps 3-4 into a
-scratch runtime instead (runtime/scratch/ by default, git-ignored; see kgbench.decide.scratch) with the KataGo
-and model the runs named on the command line, and tag the run promoted=scratch and
-kgbench.promoted_scratch=<its config>; the tracked runtime/ files and their promoted=true run stay as they are.
+A simulated sweep (with --allow-simulated) and no --config, or --runtime-dir DIR, write steps 3-4 into a scratch
+runtime instead (runtime/scratch/ by default, git-ignored; see kgbench.decide.scratch) with the KataGo and model the
+runs named on the command line and the serving settings the winner was measured with, and tag the run
+promoted=scratch and kgbench.promoted_scratch=<its config>; the tracked runtime/ files and their promoted=true run
+stay as they are.
 Exit status: 0 promoted (or dry run), 1 nothing eligible / refused, 2 bad configuration or arguments.
 """
 
@@ -40,9 +46,9 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from kgbench.decide import runs as runlib
-from kgbench.decide.cfgwrite import atomic_write_text, set_engine_backend, unified_diff
+from kgbench.decide.cfgwrite import atomic_write_text, set_engine_backend, set_engine_value, unified_diff
 from kgbench.decide.runtimes import CrossRuntime, RuntimeChoice, choose_runs, shown_path
-from kgbench.decide.scratch import DEFAULT_SCRATCH_DIR, ScratchRuntime, scratch_runtime, serve_command
+from kgbench.decide.scratch import CONFIG_NAME, DEFAULT_SCRATCH_DIR, ScratchRuntime, scratch_runtime, serve_command
 from kgbench.decide.selection import (
     OBJECTIVES,
     Candidate,
@@ -52,7 +58,9 @@ from kgbench.decide.selection import (
     objective_for,
     rule_text,
 )
+from kgbench.decide.served import MeasuredServing, measured_serving, served_clause, served_of_text
 from kgbench.decide.verdict import verdict_line
+from kgbench.decide.verify import VerifyError, verify, verify_command
 from kgbench.track.runtime_id import this_machine
 from kgbench.track.schema import (
     ENGINE_BINARY,
@@ -272,17 +280,16 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
 
     _, body = split_header(_download_cfg(client, winner.run_id))
     new_cfg = render_header(build_header_fields(run, winner, sweep_id, args.slo_p99_ms, _rule(args)), body)
-    target = _target(args, settings, winner, run, chosen.runs.scratch)
+    measured = measured_serving(run)
+    target = _target(args, settings, winner, run, chosen.runs.scratch, measured)
     cfg_path, config_path = target.cfg_path, target.config_path
     old_cfg = cfg_path.read_text(encoding="utf-8") if cfg_path.exists() else ""
     old_config = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
     if target.scratch is not None:
         new_config = target.scratch.config_text
     else:
-        try:
-            new_config = set_engine_backend(old_config, winner.backend)
-        except ValueError as exc:
-            raise PromoteError(f"cannot set engine.backend in {config_path}: {exc}") from exc
+        new_config = _in_place(old_config, config_path, winner.backend, settings, measured.engines(run.data.params))
+    serving = served_clause(served_of_text(new_config), measured)
     if args.diff:
         print(unified_diff(old_cfg, new_cfg, f"{cfg_path} (before)", f"{cfg_path} (promoted)") or "cfg unchanged")
         print(
@@ -293,7 +300,7 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     print(verdict_line(selection, "would promote" if args.dry_run else "promoted"))
     where = _where(target, winner.backend)
     if args.dry_run:
-        print(f"dry run: nothing written, no run tagged; it would write {where}; --diff shows the changes")
+        print(f"dry run: nothing written, no run tagged; it would write {where} ({serving}); --diff shows the changes")
         return 0
     _write_both(cfg_path, old_cfg, new_cfg, config_path, old_config, new_config)
     previous: list[str] = []
@@ -305,8 +312,20 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     explicit = args.config is not None or target.scratch is not None
     serve = serve_command(config_path) if explicit else "python -m kgserve"
     untagged = f"; run(s) {', '.join(p[:8] for p in previous)} no longer promoted" if previous else ""
-    print(f"wrote {where}{untagged}; serve it with: {serve}")
+    verify = verify_command(config_path if explicit else None)
+    print(f"wrote {where}{untagged}; {serving}; serve it with: {serve}; check it with: {verify}")
     return 0
+
+
+def _in_place(text: str, config_path: Path, backend: str, settings: Settings, engines: int | None) -> str:
+    """The runtime config with the winner's backend and, when it measured another count, engine processes."""
+    try:
+        text = set_engine_backend(text, backend)
+        if engines is not None and engines != settings.engine.processes:
+            text = set_engine_value(text, "processes", engines)
+    except ValueError as exc:
+        raise PromoteError(f"cannot edit {config_path}: {exc}") from exc
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,7 +343,14 @@ def _where(target: _Target, backend: str) -> str:
     return f"the scratch runtime {shown_path(target.scratch.directory)}/ ({target.why}; {tracked}/ files untouched)"
 
 
-def _target(args: argparse.Namespace, settings: Settings, winner: Candidate, run: Run, scratch: str | None) -> _Target:
+def _target(
+    args: argparse.Namespace,
+    settings: Settings,
+    winner: Candidate,
+    run: Run,
+    scratch: str | None,
+    measured: MeasuredServing,
+) -> _Target:
     """Where the promotion is written: a scratch runtime (`scratch` says why; a synthetic net's winner always goes
     to one), with the KataGo and model the run named on the command line; else the runtime config itself (edited in
     place) and its cfg."""
@@ -338,6 +364,7 @@ def _target(args: argparse.Namespace, settings: Settings, winner: Candidate, run
             throughput_test=winner.synthetic,
             binary=tags.get(ENGINE_BINARY, ""),
             model=tags.get(ENGINE_MODEL, ""),
+            serving=measured.runtime_values(),
         )
         return _Target(folder.cfg_path, folder.config_path, folder, why)
     return _Target(settings.engine.cfg, Path(settings.source or args.config), None)
@@ -373,7 +400,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="say what would be promoted and where; write nothing")
     p.add_argument("--explain", action="store_true", help="print the rule, every run with its verdict, the decision")
     p.add_argument("--diff", action="store_true", help="print the diffs of the cfg and the runtime config")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="check the runtime (--config, or --runtime-dir's config.yaml) instead of promoting: serve it under its "
+        "job's load, served req/s against the job's interval; exit 1 below it, naming the likely cause",
+    )
+    p.add_argument("--verify-seconds", type=float, default=None,
+                   help="--verify: load it at most this long (default: the job's own windows)")  # fmt: skip
     return p
+
+
+def _verify_main(args: argparse.Namespace) -> int:
+    path = args.runtime_dir / CONFIG_NAME if args.runtime_dir is not None else (args.config or DEFAULT_CONFIG_PATH)
+    try:
+        settings = load_settings(path)
+        return verify(Path(path), settings, runlib.make_client(args.tracking_uri), max_s=args.verify_seconds)
+    except (ConfigError, VerifyError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -386,6 +431,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.slo_ms is not None and args.objective != "goodput":
         print("error: --slo-ms is goodput's objective: use it with --objective goodput", file=sys.stderr)
         return 2
+    if args.verify:
+        return _verify_main(args)
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:

@@ -1,22 +1,24 @@
 """The scratch runtime: where a promotion goes when it must not touch the tracked runtime/ files.
 
-A simulated winner (the README's quick start) is promoted into `runtime/scratch/` (git-ignored) unless
-the user names a config; `--runtime-dir DIR` puts any winner into DIR (the README's CPU build: runtime/eigen/,
-git-ignored). Either is a `config.yaml` made from the runtime config the runs were composed from (same values,
-absolute paths, the winner's backend, this folder's cfg, and the KataGo and model the runs named on the command
-line, if they did) next to the promoted `katago_serving.cfg`. The tracked `runtime/config.yaml` and
-`runtime/katago_serving.cfg` change only when a sweep of their own runtime is promoted (kgbench.decide.runtimes), so
-a checkout pulled onto the GPU node never serves a simulated or a CPU cfg by accident.
+A simulated winner (the README's quick start) is promoted into `runtime/scratch/` (git-ignored) unless the user names
+a config; `--runtime-dir DIR` puts any winner into DIR (the README's CPU build: runtime/eigen/, git-ignored). Either
+is a `config.yaml` made from the runtime config the runs were composed from (same values, absolute paths, the
+winner's backend, this folder's cfg, the serving settings the winner was measured with, and the KataGo and model the
+runs named on the command line, if they did) next to the promoted `katago_serving.cfg`. The tracked
+`runtime/config.yaml` and `runtime/katago_serving.cfg` change only when a sweep of their own runtime is promoted
+(kgbench.decide.runtimes), so a checkout pulled onto the GPU node never serves a simulated or a CPU cfg by accident.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from kgbench.targets.serving import apply_serving
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import Settings
 
@@ -55,11 +57,13 @@ def scratch_runtime(
     *,
     binary: str = "",
     model: str = "",
+    serving: Mapping[str, Any] | None = None,
 ) -> ScratchRuntime:
     """The scratch runtime in `directory` (default runtime/scratch/) serving `backend` from its own cfg,
     with every other value taken from `settings` (the runtime config the promotion was given); `binary` and
     `model`: the KataGo and model file the winner ran instead of the config's; `throughput_test`: the winner ran a
-    synthetic net, which kgserve serves only as a throughput test."""
+    synthetic net, which kgserve serves only as a throughput test; `serving`: the serving settings the winner was
+    measured with (kgbench.targets.serving, the load generator's changes undone), written over the config's."""
     folder = (directory or DEFAULT_SCRATCH_DIR).expanduser().resolve()
     cfg_path = folder / CFG_NAME
     data: dict[str, Any] = settings.model_dump(mode="json")  # paths are absolute once loaded
@@ -69,6 +73,8 @@ def scratch_runtime(
         data["engine"]["backends"][backend]["command"] = [binary]
     if model:
         data["engine"]["backends"][backend]["model"] = model
+    if serving:
+        apply_serving(data, serving)
     if throughput_test:
         data["engine"]["throughput_test"] = True
     header = (

@@ -3,8 +3,9 @@
     promoted run 3f2a9c1d: cuda nnMaxBatchSize=128 527.7 req/s +-1.2%, p99 912 ms, over 5b1e04aa (trt
     nnMaxBatchSize=64, 498.0 req/s) for the highest req/s beyond the noise
 
-`verdict_line` writes the winner's part; `over_text` (the "over Y for reason Z" part) reads the selection's
-decision (kgbench.decide.ties), so the rule's wording of a choice lives in one place.
+A load=smoke winner's line ends with SMOKE_NOTE. `verdict_line` writes the winner's part; `over_text` (the "over Y
+for reason Z" part) reads the selection's decision (kgbench.decide.ties), so the rule's wording of a choice lives in
+one place.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ from collections import Counter
 
 from kgbench.decide.selection import Candidate, Selection
 from kgbench.decide.ties import P99_MARGIN
+from kgbench.track.schema import LOAD_SMOKE
 
-__all__ = ["describe", "over_text", "verdict_line"]
+__all__ = ["SMOKE_NOTE", "describe", "over_text", "verdict_line"]
+
+# a load=smoke winner's verdict says what it is (conf/load/smoke.yaml: windows of seconds, a few hundred answers)
+SMOKE_NOTE = "a smoke verdict (load=smoke: seconds of load to check the pipeline, not a measurement to serve by)"
 
 _SHOWN_TIED = 2  # tied runs named in full; the rest are counted
 
@@ -84,4 +89,5 @@ def verdict_line(selection: Selection, verb: str = "promoted") -> str:
         figure += f" +-{(high - low) / 2 / value * 100:.1f}%"
     p99 = f"p99 {winner.p99_ms:.0f} ms" if winner.p99_ms is not None and math.isfinite(winner.p99_ms) else "no p99"
     why = over_text(selection)
-    return f"{verb} run {winner.run_id[:8]}: {_config(winner)} {figure}, {p99}" + (f", {why}" if why else "")
+    smoke = f"; {SMOKE_NOTE}" if winner.extra.get("load") == LOAD_SMOKE else ""
+    return f"{verb} run {winner.run_id[:8]}: {_config(winner)} {figure}, {p99}" + (f", {why}" if why else "") + smoke

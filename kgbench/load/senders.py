@@ -6,7 +6,7 @@ when its final line arrives (``on_turn``), so a whole-game review is measured tu
 last turn is done; the outcome checks that every turn asked for was answered once.
 
 ``DirectSender`` does what kgserve's intake does for one query (encode the JSON, ``classify_line``), then
-``pool.submit(query)`` and reads the QueryStream to its end. Status codes mirror kgserve's: 200 answered,
+``pool.submit(query, client)`` and reads the QueryStream to its end. Status codes mirror kgserve's: 200 answered,
 400 rejected by the protocol, 503 no engine ready / engine died.
 """
 
@@ -70,11 +70,14 @@ class HttpSender:
 
 
 class DirectSender:
-    """Sender over a started EnginePool (or any kgserve EngineClient)."""
+    """Sender over a started EnginePool (or any kgserve EngineClient), as one client, `client` (the key kgserve's
+    front end would give the load generator's queries): the engine's thread reserve (kgserve.engine.dispatch)
+    treats them as it treats one HTTP client's, so a direct figure has the served engine settings in it."""
 
-    def __init__(self, pool: EngineClient, timeout_s: float) -> None:
+    def __init__(self, pool: EngineClient, timeout_s: float, client: str = "kgbench") -> None:
         self.pool = pool
         self.timeout_s = timeout_s
+        self.client = client
 
     async def send(self, req_id: str, body: dict[str, Any], on_turn: TurnCallback | None = None) -> Outcome:
         line = json.dumps({"id": req_id, **body}, separators=(",", ":")).encode()
@@ -82,7 +85,7 @@ class DirectSender:
         if isinstance(query, Rejected):
             return Outcome(400, len(query.error_line) + 1, None, "client_error")
         try:
-            stream = self.pool.submit(query)
+            stream = self.pool.submit(query, self.client)
         except EngineError:
             return Outcome(503, 0, None, "unavailable")
         tally = TurnTally(expected_turns(body), on_turn)

@@ -1,4 +1,5 @@
-"""The qualification's serving steps: `python -m kgserve` serving the promoted cfg, runtime/serve_analysis.sh
+"""The qualification's serving steps: the promoted runtime verified against its job's measured req/s
+(`python -m kgbench.promote --verify`), `python -m kgserve` serving the promoted cfg, runtime/serve_analysis.sh
 answering a sample through it, then kgserve against the engine's own stdin pipe at that cfg, for the 100-visit
 load and the bulk `maxVisits 1` policy load, each with its efficiency and bottleneck."""
 
@@ -7,6 +8,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kgbench.decide import runs as runlib
+from kgbench.decide.verify import VerifyError, verify
 from kgbench.enginepipe.engineload import EngineLoadResult, nineteen_by_nineteen, run_engine_load
 from kgbench.load.generator import run_load
 from kgbench.load.traffic import QuerySource, load_games
@@ -20,10 +23,29 @@ from kgbench.track.measure import MeasureWatch, headline_spans, over_spans
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import load_settings
 
-__all__ = ["serve_promoted", "stop_serving", "through_kgserve_and_pipe"]
+__all__ = ["serve_promoted", "stop_serving", "through_kgserve_and_pipe", "verify_promoted"]
 
 POLICY_FIELDS = {"includePolicy": True, "includeOwnership": True}
 SAMPLE = "lategame_19x19"
+
+
+def verify_promoted(q: Qualification, record: StepRecord) -> str:
+    """`python -m kgbench.promote --verify` of the promoted runtime: served under its job's load, against the job's
+    measured req/s and interval (kgbench.decide.verify)."""
+    config = q.scratch_dir / "config.yaml"
+    if not config.is_file():
+        raise StepFailed("nothing was promoted: no runtime to verify")
+    lines: list[str] = []
+    client = runlib.make_client(q.tracking_uri)
+    try:
+        code = verify(config, load_settings(config), client, max_s=q.budget.share(0.06, 30), say=lines.append,
+                      env=q.options.extra_env)  # fmt: skip
+    except VerifyError as exc:
+        raise StepFailed(str(exc)) from None
+    record.data.update(lines=lines, exit=code)
+    if code != 0:
+        raise StepFailed(lines[-1] if lines else f"verify exited {code}")
+    return lines[-1]
 
 
 def serve_promoted(q: Qualification, record: StepRecord) -> str:

@@ -7,7 +7,7 @@ from functools import partial
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.report import write_report
 from kgbench.qualify.runner import StepRecord, run_step
-from kgbench.qualify.serve_steps import serve_promoted, stop_serving, through_kgserve_and_pipe
+from kgbench.qualify.serve_steps import serve_promoted, stop_serving, through_kgserve_and_pipe, verify_promoted
 from kgbench.qualify.setup_steps import check_build, describe_node, measure_gemm_rate, resolve_net
 from kgbench.qualify.sweep_steps import engine_benchmark, promote_best, user_line, wide_sweep
 
@@ -23,6 +23,7 @@ STEPS = (
     ("line", "the user's line: backend=cuda,trt nnMaxBatchSize=64,128,256", user_line, 30.0, False),
     ("wide", "a wider sweep along the line's bottleneck", wide_sweep, 30.0, True),
     ("promote", "promote the best run into the results' runtime", promote_best, 5.0, False),
+    ("verify", "served from it at its job's measured req/s (promote --verify)", verify_promoted, 10.0, True),
     ("serve", "python -m kgserve serves it; serve_analysis.sh answers a sample", serve_promoted, 15.0, False),
     ("pipe", "kgserve against the engine's own pipe: 100 visits and policy", through_kgserve_and_pipe, 20.0, True),
 )

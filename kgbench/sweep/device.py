@@ -4,7 +4,6 @@ else may hold its device (for the contention check)."""
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from kgbench.nets import ModelFormatError, NetDescription, describe_model
 from kgbench.sweep.compose.spec import Prepared
 from kgbench.track.gemm import GemmRate, device_gemm_rate
 from kgbench.track.measure import MeasureWatch
-from kgbench.track.sampling.devprocs import DeviceSource, nvml_source, sim_source
+from kgbench.track.sampling.devprocs import DeviceSource, backend_device
 from kgbench.track.sampling.gpu import gpu_name
 from kgbench.track.schema import NET_ARCH, NET_GFLOPS_PER_EVAL, NET_NAME, NET_PARAMS, SYNTHETIC_NET, flag
 from kgserve.katago.netfile import is_synthetic_model
@@ -58,13 +57,8 @@ def job_gemm(backend: str, cache_dir: Path) -> GemmRate | None:
 
 
 def job_device(backend: str) -> DeviceSource | None:
-    """Who holds the job's accelerator: the simulated device its sims use (KGSERVE_SIM_DEVICE, as they read it), or
-    NVML's GPU 0 for a GPU backend; None for the CPU backend (its device is the host, which the host sampler sees)."""
-    if backend == "sim":
-        return sim_source(os.environ.get("KGSERVE_SIM_DEVICE", "gpu0") or "gpu0")
-    if backend in GPU_BACKENDS:
-        return nvml_source(0)
-    return None
+    """Who holds the job's accelerator (kgbench.track.sampling.devprocs.backend_device)."""
+    return backend_device(backend)
 
 
 def watch_figures(

@@ -34,6 +34,7 @@ from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.grouping import build_key
 from kgbench.sweep.progress import JobProgress, job_done
 from kgbench.targets.base import TargetError
+from kgbench.targets.serving import changes_json, serving_line, serving_params, serving_settings
 from kgbench.track import tracking
 from kgbench.track.naming import job_name
 from kgbench.track.runtime_id import this_machine
@@ -51,10 +52,13 @@ from kgbench.track.schema import (
     INVALID,
     JOB_KEY,
     JOB_OVERRIDES,
+    LOAD_GROUP,
     MODE,
     RACE_OF,
     RACE_ROUND,
     RUNTIME_CONFIG,
+    SERVING,
+    SERVING_CHANGES,
     SIMULATED,
     UNSTABLE,
     WARNINGS,
@@ -76,6 +80,7 @@ class JobContext:
     sweep_id: str | None = None
     job_key: str | None = None  # set by a remote launcher (kgbench.sweep.pbs.lost_jobs)
     sweep_dir: Path | None = None  # a multirun's folder: its ledger shares the positions out between the jobs
+    load_group: str = ""  # the load group's option (smoke, cpu, ...): a smoke job's verdict says it is one
 
     @property
     def label(self) -> str:
@@ -105,6 +110,7 @@ def context_from_hydra() -> JobContext:
         # absolute, as the launchers resolve it (the PBS launcher on the submitting host): every job's ledger is
         # the one file next to the job folders
         sweep_dir=Path(str(hc.sweep.dir)).resolve() if multirun else None,
+        load_group=str(hc.runtime.choices.get("load") or ""),
     )
 
 
@@ -136,6 +142,7 @@ def _base_tags(cfg: DictConfig, ctx: JobContext) -> dict[str, str]:
         SIMULATED: flag(is_simulated(backend)),
         "transport": str(cfg.get("transport", "http")),
         MODE: str(cfg.get("mode", "load")),
+        **({LOAD_GROUP: ctx.load_group} if ctx.load_group else {}),
         HYDRA_OVERRIDES: ctx.label,
         RUNTIME_CONFIG: str(runtime_config_path(cfg)),
         HOST: tracking.host_name(),
@@ -161,6 +168,11 @@ def _execute(cfg: DictConfig, ctx: JobContext, run: tracking.JobRun, progress: J
     run.log_params(_params(cfg, prepared))
     run.log_artifact(prepared.cfg_path)
     run.log_artifact(prepared.kgserve_config)
+    if prepared.mode == "load":  # the serving settings its kgserve (or engine pool) runs with
+        run.log_params(serving_params(serving_settings(prepared.settings)))
+        line = serving_line(prepared.serving_changes, str(runtime_config_path(cfg)), prepared.transport)
+        run.set_tags({SERVING: line, SERVING_CHANGES: changes_json(prepared.serving_changes)})
+        progress.stage(f"serving: {line}")
     for warning in prepared.rendered.warnings:
         progress.stage(f"warning: {warning}")
     if prepared.rendered.warnings:

@@ -1,8 +1,9 @@
 """kgserve as a subprocess: start on a free loopback port, wait for /readyz, stop with SIGTERM, and keep its log
 (the engines' stderr lines in it: kgbench.targets.enginelog reads their exit statistics and `Unused key` warnings).
 
-The one kgserve-process helper: kgbench jobs (kgbench.targets.http), the benchmarks (benchmarks/) and the tests
-all start kgserve through it; `kgserve_running` is it as a context manager, with a config file of its own.
+The one kgserve-process helper: kgbench jobs (kgbench.targets.http), `python -m kgbench.promote --verify`, the
+benchmarks (benchmarks/) and the tests all start kgserve through it; `kgserve_running` is it as a context manager,
+with a config file of its own (the benchmarks': `one_client`).
 
 kgserve's stdout and stderr go (merged) to one log file, read line by line as they come, so the port, an
 `Unused key` warning and a start-up failure are seen at once.
@@ -227,10 +228,11 @@ class KgserveProcess:
 
 
 def one_client(data: dict[str, Any]) -> None:
-    """kgserve's config for a load generator that is its only client: the per-client caps (issue 27) as wide as the
-    server-wide ones, so the measured load is not refused as one client's share, no bound on its requests a second,
-    and no thread reserve (nobody else would use the threads it keeps free: the engine would be measured with fewer
-    threads than its cfg says)."""
+    """The benchmarks' kgserve config (`write_config`, `kgserve_running`: harnesses of the serving layer itself) for
+    a load generator that is its only client: the per-client caps (issue 27) as wide as the server-wide ones, no
+    bound on its requests a second (its request rate is what is measured), and no thread reserve. A sweep job's
+    kgserve is NOT made so: it serves the runtime's settings, with only what its load generator needs changed and
+    recorded (kgbench.targets.serving)."""
     data.setdefault("engine", {})["thread_reserve"] = 0.0
     limits = data.setdefault("limits", {})
     limits["max_inflight_per_client"] = limits["max_inflight_queries"]

@@ -36,6 +36,8 @@ __all__ = [
     "JOB_OVERRIDES",
     "KATAGO_VERSION",
     "LADDER_STOP",
+    "LOAD_GROUP",
+    "LOAD_SMOKE",
     "MFU_ABSENT",
     "MODE",
     "MODEL_FILE",
@@ -61,6 +63,8 @@ __all__ = [
     "ROLE_JOB",
     "ROLE_SWEEP",
     "RUNTIME_CONFIG",
+    "SERVING",
+    "SERVING_CHANGES",
     "SIMULATED",
     "SKIPPED_JOBS",
     "STATUS",
@@ -68,6 +72,7 @@ __all__ = [
     "SYNTHETIC_NET",
     "TRT_CACHE",
     "UNSTABLE",
+    "VERIFY",
     "WARNINGS",
     "flag",
     "tracking_uri",
@@ -109,6 +114,8 @@ HYDRA_OVERRIDES = "hydra_overrides"  # the job's overrides, as its run is named
 GIT_COMMIT = "git_commit"  # the checkout's commit (-dirty when it had changes)
 BACKEND = "backend"
 MODE = "mode"
+LOAD_GROUP = "kgbench.load"  # the load group's option (conf/load/): smoke, cpu, default, policy
+LOAD_SMOKE = "smoke"  # load=smoke: a quick check of the pipeline; its verdicts say so
 SIMULATED = "simulated"  # "true": figures of the simulated engine (kgserve.engine.client.is_simulated)
 KATAGO_VERSION = "katago_version"
 MODEL_FILE = "model_file"
@@ -126,6 +133,9 @@ NET_NAME = "net_name"
 NET_ARCH = "net_arch"
 NET_GFLOPS_PER_EVAL = "net_gflops_per_eval"
 NET_PARAMS = "net_params"
+# the serving settings its kgserve ran with (kgbench.targets.serving): params serve.<key>, and these two tags
+SERVING = "kgbench.serving"  # one line: the runtime's settings, except what the load generator needed
+SERVING_CHANGES = "kgbench.serving_changes"  # those changes as JSON (key, runtime, measured, why)
 
 # how it went
 BOTTLENECK = "bottleneck"  # one word: what limited the job (kgbench.track.efficiency)
@@ -150,3 +160,4 @@ PROMOTED = "promoted"  # "true" on the run whose cfg runtime/ serves; "scratch" 
 PROMOTED_SCRATCH_VALUE = "scratch"
 PROMOTED_RUN = "kgbench.promoted_run"  # on a sweep: its promoted job run
 PROMOTED_SCRATCH = "kgbench.promoted_scratch"  # the scratch runtime config a run was promoted into
+VERIFY = "kgbench.verify"  # `python -m kgbench.promote --verify`'s last line about the runtime this run serves

@@ -67,7 +67,8 @@ __all__ = [
 ]
 
 _MAX_PARAM = 6000
-_BATCH = 900  # MLflow accepts up to 1000 entries per log_batch
+_BATCH = 900  # MLflow accepts up to 1000 entries per log_batch...
+_BATCH_PARAMS_TAGS = 100  # ...and up to 100 params or tags
 DEFAULT_EXPERIMENT = "kgbench"
 SIM_EXPERIMENT = "kgbench-sim"  # sweeps whose every job ran the simulated engine: never beside real figures
 
@@ -208,13 +209,13 @@ class JobRun:
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         items = [Param(str(k), str(v)[:_MAX_PARAM]) for k, v in params.items()]
-        for i in range(0, len(items), _BATCH):
-            self.client.log_batch(self.run_id, params=items[i : i + _BATCH])
+        for i in range(0, len(items), _BATCH_PARAMS_TAGS):
+            self.client.log_batch(self.run_id, params=items[i : i + _BATCH_PARAMS_TAGS])
 
     def set_tags(self, tags: Mapping[str, Any]) -> None:
         items = [RunTag(str(k), str(v)) for k, v in tags.items() if v is not None]
-        for i in range(0, len(items), _BATCH):
-            self.client.log_batch(self.run_id, tags=items[i : i + _BATCH])
+        for i in range(0, len(items), _BATCH_PARAMS_TAGS):
+            self.client.log_batch(self.run_id, tags=items[i : i + _BATCH_PARAMS_TAGS])
 
     def log_metrics(self, metrics: Mapping[str, Any], step: int = 0) -> None:
         self.log_metric_points([(k, v, step) for k, v in metrics.items()])

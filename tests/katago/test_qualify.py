@@ -31,7 +31,7 @@ def test_the_whole_qualification_rehearsed_on_the_cpu_build(tmp_path: Path, real
     steps = {s["name"]: s for s in results["steps"]}
     assert done.returncode == 0, done.stderr[-3000:]
     assert [s["name"] for s in results["steps"]] == [
-        "node", "build", "net", "gemm", "benchmark", "line", "wide", "promote", "serve", "pipe"
+        "node", "build", "net", "gemm", "benchmark", "line", "wide", "promote", "verify", "serve", "pipe"
     ]  # fmt: skip
     assert all(s["status"] in ("ok", "skipped") for s in results["steps"]), [
         (s["name"], s["summary"]) for s in results["steps"]
@@ -44,6 +44,7 @@ def test_the_whole_qualification_rehearsed_on_the_cpu_build(tmp_path: Path, real
     assert all(job.get("bottleneck") in ("gpu", "host", "frontend", "batching") for job in line if job.get("req_per_s"))
     promoted = yaml.safe_load((out / "runtime" / "promoted" / "config.yaml").read_text())
     assert promoted["engine"]["throughput_test"] is True  # a synthetic net is served only as a throughput test
+    assert steps["verify"]["data"]["exit"] == 0 and "served " in steps["verify"]["summary"]  # at its job's req/s
     assert steps["serve"]["data"]["answer_lines"] == 3
     pipe = steps["pipe"]["data"]
     assert set(pipe["ratios"]) == {"analysis", "policy"} and all(v > 0 for v in pipe["ratios"].values())

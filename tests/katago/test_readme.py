@@ -1,6 +1,7 @@
 """The README's "On a real KataGo" section, as printed, in a fresh clone, on the real CPU KataGo: a sweep of the build
 and network named on the command line (its runs real measurements in MLflow), a plain promote refused (it would cross
-runtimes; nothing written), promote into the sweep's own runtime, kgserve serving it, and `runtime/serve_analysis.sh`
+runtimes; nothing written), promote into the sweep's own runtime, its check (`promote --verify`: served at the job's
+req/s, and below it with a worse per-client cap), kgserve serving it, and `runtime/serve_analysis.sh`
 starting kgserve itself, analysing a sample and stopping it. The section's `export` line is the tier's own two
 variables. The suite's one real-engine pipeline end to end (docs/real-katago.md)."""
 
@@ -34,7 +35,7 @@ def test_the_readme_on_a_real_katago(tmp_path: Path, real_katago: RealKatago) ->
     lines = bash_block(REPO / "README.md", "On a real KataGo")
     exports = [line for line in lines if line.startswith("export ")]
     assert [sorted(part.split("=", 1)[0] for part in line.split()[1:]) for line in exports] == [[BIN_ENV, MODEL_ENV]]
-    sweep_step, promote_step, serve_step = [line for line in lines if line not in exports]
+    sweep_step, promote_step, verify_step, serve_step = [line for line in lines if line not in exports]
     clone = clone_working_tree(tmp_path / "clone")
     env = readme_env(clone, tmp_path / "bin", **{BIN_ENV: str(real_katago.binary), MODEL_ENV: str(real_katago.model)})
 
@@ -66,6 +67,8 @@ def test_the_readme_on_a_real_katago(tmp_path: Path, real_katago: RealKatago) ->
     promoted = run_step(promote_step, env, clone, timeout=300).stdout
     assert promoted.startswith("promoted run ") and "eigen nnMaxBatchSize=" in promoted, promoted
     config, args = serve_args(serve_step)
+    assert f"check it with: {verify_step}" in promoted  # the README's check is the one promote prints
+    _verified(verify_step, env, clone, clone / config)
     provenance = read_provenance(clone / config.parent / "katago_serving.cfg")
     assert provenance is not None and provenance.run_id in {run.info.run_id for run in jobs}  # one of the sweep's
     assert not provenance.simulated and not provenance.modified
@@ -94,6 +97,24 @@ def test_the_readme_on_a_real_katago(tmp_path: Path, real_katago: RealKatago) ->
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()  # the kgserve it started is gone
     assert git_status(clone) == ""
+
+
+def _verified(verify_step: str, env: dict[str, str], clone: Path, config: Path) -> None:
+    """The check after promote passes on the promoted cfg, and fails, naming it, with a worse served setting."""
+    first = subprocess.run(["bash", "-c", verify_step], cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    # on shared cores a 5-window measurement can land below the job's: verify's own advice is to run it again; a
+    # served setting that is not the measured one fails both (the worse setting below)
+    good = first.stdout if first.returncode == 0 else run_step(verify_step, env, clone, timeout=300).stdout
+    assert "load: the job's, at concurrency 8" in good and "served " in good, first.stdout + good
+    assert any(words in good for words in ("within it", "above the measured interval", "within the noise: ")), good
+    text = config.read_text()
+    config.write_text(text.replace("max_inflight_per_client: 512", "max_inflight_per_client: 1"))
+    bad = subprocess.run(["bash", "-c", verify_step], cwd=clone, env=env, capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1, bad.stdout + bad.stderr
+    # one query at a time: the other 7 refused (429), whatever the busy machine left of the req/s
+    assert "request(s) refused or failed that the job's kgserve served; likely cause: served setting " in bad.stdout
+    assert "limits.max_inflight_per_client 1 (measured: 512)" in bad.stdout
+    config.write_text(text)
 
 
 def _free_port() -> int:

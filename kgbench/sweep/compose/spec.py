@@ -15,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from kgbench.sweep.compose.engine_choice import apply_engine_choice
 from kgbench.sweep.compose.render import Rendered, render_cfg
 from kgbench.sweep.failure import JobFailure
-from kgbench.targets.kgserve_process import one_client
+from kgbench.targets.serving import Change, for_load_generator
 from kgserve.katago.netfile import is_synthetic_model
 from kgserve.preflight import startup_problems
 from kgserve.settings import DEFAULT_CONFIG_PATH, Settings, load_settings
@@ -36,24 +36,38 @@ class Prepared:
     mode: str
     transport: str
     engines: int
+    serving_changes: tuple[Change, ...] = ()  # the job's kgserve's settings that are not the runtime's, and why
 
 
-def job_settings_yaml(settings: Settings, cfg_path: Path, engines: int, min_inflight: int) -> str:
-    """A kgserve config for this job only: absolute paths, loopback, no auth, this job's cfg and engines."""
+def job_settings_yaml(
+    settings: Settings, cfg_path: Path, engines: int, concurrency: int | None
+) -> tuple[str, list[Change]]:
+    """A kgserve config for this job only: the runtime's serving settings with this job's cfg and engines (what
+    promote writes), absolute paths, and what its load generator needs (kgbench.targets.serving: loopback, a free
+    port, no token, and over HTTP the caps one client at `concurrency` would pass); those changes, each with why."""
     data: dict[str, Any] = settings.model_dump(mode="json")
     data["engine"]["cfg"] = str(cfg_path)
     data["engine"]["processes"] = engines
     if data["engine"].get("min_ready") and data["engine"]["min_ready"] > engines:
         data["engine"]["min_ready"] = None
-    data["server"].update(host="127.0.0.1", port=0, auth_token_env=None)
     # a synthetic net is what a throughput test measures: the job's kgserve serves it (its run is tagged)
     if is_synthetic_model(settings.engine.model_for(settings.engine.backend)):
         data["engine"]["throughput_test"] = True
-    limits = data.setdefault("limits", {})
-    limits["max_inflight_queries"] = max(int(limits.get("max_inflight_queries", 0)), min_inflight)
-    one_client(data)  # the load generator is the job's kgserve's only client
+    changes = for_load_generator(data, concurrency)
     header = "# kgserve config of one kgbench job (generated from the runtime config; absolute paths)\n"
-    return header + yaml.safe_dump(data, sort_keys=False)
+    return header + yaml.safe_dump(data, sort_keys=False), changes
+
+
+def _highest_level(load: dict[str, Any]) -> int:
+    """The most queries the job's load has in flight."""
+    concurrency = load.get("concurrency", [1])
+    try:
+        highest = max(int(c) for c in (concurrency if isinstance(concurrency, list) else [concurrency]))
+        if load.get("ladder") == "auto":  # the ladder may double up to max_concurrency
+            highest = max(highest, int(load.get("max_concurrency", highest)))
+    except (TypeError, ValueError):
+        raise JobFailure(f"load.concurrency={concurrency!r} must be a list of positive integers") from None
+    return highest
 
 
 def prepare(cfg: DictConfig, job_dir: Path, label: str = "") -> Prepared:
@@ -83,21 +97,17 @@ def prepare(cfg: DictConfig, job_dir: Path, label: str = "") -> Prepared:
     cfg_path = (job_dir / "katago.cfg").resolve()
     cfg_path.write_text(rendered.text, encoding="utf-8")
     load = section(cfg, "load") if mode == "load" else {}
-    concurrency = load.get("concurrency", [1])
-    try:
-        max_conc = max(int(c) for c in (concurrency if isinstance(concurrency, list) else [concurrency]))
-        if load.get("ladder") == "auto":  # the ladder may double up to max_concurrency
-            max_conc = max(max_conc, int(load.get("max_concurrency", max_conc)))
-    except (TypeError, ValueError):
-        raise JobFailure(f"load.concurrency={concurrency!r} must be a list of positive integers") from None
+    highest = _highest_level(load) if mode == "load" else None
     kgserve_config = (job_dir / "kgserve_config.yaml").resolve()
-    kgserve_config.write_text(job_settings_yaml(settings, cfg_path, engines, 2 * max_conc + 16), encoding="utf-8")
+    text, changes = job_settings_yaml(settings, cfg_path, engines, highest if transport == "http" else None)
+    kgserve_config.write_text(text, encoding="utf-8")
     # kgbench measures a synthetic net's throughput: the start-up checks must not refuse it (its runs are tagged)
     synthetic = is_synthetic_model(settings.engine.model_for(backend)) or settings.engine.throughput_test
     engine = settings.engine.model_copy(update={"cfg": cfg_path, "throughput_test": synthetic})
     runtime_settings = settings.model_copy(update={"engine": engine})
     settings = load_settings(kgserve_config)
-    return Prepared(settings, runtime_settings, rendered, cfg_path, kgserve_config, backend, mode, transport, engines)
+    return Prepared(settings, runtime_settings, rendered, cfg_path, kgserve_config, backend, mode, transport, engines,
+                    tuple(changes))  # fmt: skip
 
 
 def check_engine_files(prepared: Prepared) -> None:

@@ -19,7 +19,7 @@ import psutil
 from kgbench.track.sampling.samples import Sampler, bracket
 from kgserve.sim.devmem import device_holders
 
-__all__ = ["DeviceProcessSampler", "DeviceSource", "nvml_source", "sim_source"]
+__all__ = ["DeviceProcessSampler", "DeviceSource", "backend_device", "nvml_source", "sim_source"]
 
 DeviceSource = Callable[[], set[int] | None]  # the pids on the device now, None when it cannot be read
 
@@ -54,6 +54,16 @@ def nvml_source(index: int = 0) -> DeviceSource | None:
             return None
 
     return read
+
+
+def backend_device(backend: str) -> DeviceSource | None:
+    """Who holds a backend's accelerator: the simulated device its sims use (KGSERVE_SIM_DEVICE, as they read it), or
+    NVML's GPU 0 for a GPU backend; None for the CPU backend (its device is the host, which the host sampler sees)."""
+    if backend == "sim":
+        return sim_source(os.environ.get("KGSERVE_SIM_DEVICE", "gpu0") or "gpu0")
+    if backend in ("cuda", "trt"):
+        return nvml_source(0)
+    return None
 
 
 def _job_pids(me: psutil.Process) -> set[int]:

@@ -102,8 +102,9 @@ def test_not_ready_in_time(tmp_path: Path) -> None:
         proc.stop(grace_s=1)
 
 
-def test_the_load_generators_kgserve_has_no_thread_reserve(tmp_path: Path) -> None:
-    """kgbench's kgserve has one client, the load generator: a reserve would only leave threads idle."""
+def test_the_benchmarks_kgserve_has_no_thread_reserve(tmp_path: Path) -> None:
+    """The benchmarks' kgserve (write_config) has one client, their load generator: no reserve, caps wide open. A
+    sweep job's kgserve keeps the runtime's (tests/kgbench/sweep/test_job_parts.py, issue 33)."""
     config = yaml.safe_load(write_config(load_settings(REPO / "runtime" / "config.yaml"), tmp_path).read_text())
     assert config["engine"]["thread_reserve"] == 0
     assert config["limits"]["max_inflight_per_client"] == config["limits"]["max_inflight_queries"]
