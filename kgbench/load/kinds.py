@@ -152,13 +152,10 @@ class GameOrder:
         return self.repeats / self.sent if self.sent else 0.0
 
 
-class ReviewTraffic:
-    """One game a request, every turn analysed; every worker draws the next game of the shared order."""
+class _FromGameOrder:
+    """What a traffic kind drawing from a GameOrder reports of it: the positions or games it holds, sent, repeated."""
 
-    kind = "review"
-
-    def __init__(self, order: GameOrder) -> None:
-        self.order = order
+    order: GameOrder
 
     @property
     def size(self) -> int:
@@ -172,6 +169,18 @@ class ReviewTraffic:
     def repeats(self) -> int:
         return self.order.repeats
 
+    def repeat_rate(self) -> float:
+        return self.order.repeat_rate()
+
+
+class ReviewTraffic(_FromGameOrder):
+    """One game a request, every turn analysed; every worker draws the next game of the shared order."""
+
+    kind = "review"
+
+    def __init__(self, order: GameOrder) -> None:
+        self.order = order
+
     def client(self, index: int, concurrency: int) -> ReviewTraffic:
         return self
 
@@ -180,9 +189,6 @@ class ReviewTraffic:
         body = self.order.query(variant)
         body["analyzeTurns"] = list(range(len(body["moves"]) + 1))
         return self.order.key(variant), body
-
-    def repeat_rate(self) -> float:
-        return self.order.repeat_rate()
 
 
 class Player:
@@ -209,7 +215,7 @@ class Player:
         return key, body
 
 
-class InteractiveTraffic:
+class InteractiveTraffic(_FromGameOrder):
     """A player per worker; the players of a level share the game order (two players never open one game's
     variant at once, until every variant was opened)."""
 
@@ -221,23 +227,8 @@ class InteractiveTraffic:
         self.order = order
         self.report_every_s = report_every_s
 
-    @property
-    def size(self) -> int:
-        return self.order.size
-
-    @property
-    def sent(self) -> int:
-        return self.order.sent
-
-    @property
-    def repeats(self) -> int:
-        return self.order.repeats
-
     def client(self, index: int, concurrency: int) -> Player:
         return Player(self.order, self.report_every_s)
-
-    def repeat_rate(self) -> float:
-        return self.order.repeat_rate()
 
 
 def apportion(total: int, shares: Mapping[str, float]) -> dict[str, int]:
