@@ -11,6 +11,7 @@ import pandas as pd
 from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
+from kgbench.targets.serving import PARAM_PREFIX as SERVING_PARAM_PREFIX
 from kgbench.track.schema import (
     BOTTLENECK,
     CONTENDED,
@@ -51,6 +52,10 @@ def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> 
     return list(client.search_runs([experiment_id], f"tags.`{PARENT_RUN}` = '{parent_run_id}'", max_results=5000))
 
 
+def _served(param: str) -> bool:
+    return param.startswith(SERVING_PARAM_PREFIX)
+
+
 def overheads(runs: list[Run]) -> dict[str, float]:
     """run id of an http run -> 1 - req/s(http) / req/s(direct twin: same params but transport), when both ran."""
     direct: dict[tuple[tuple[str, str], ...], float] = {}
@@ -59,7 +64,8 @@ def overheads(runs: list[Run]) -> dict[str, float]:
         req = run.data.metrics.get("req_per_s")
         if run.info.status != "FINISHED" or req is None:
             continue
-        key = tuple(sorted((k, v) for k, v in run.data.params.items() if k != "transport"))
+        # the twins differ in transport and in kgserve's serving settings (a direct job has no front end)
+        key = tuple(sorted((k, v) for k, v in run.data.params.items() if k != "transport" and not _served(k)))
         if run.data.params.get("transport") == "direct":
             direct[key] = req
         elif run.data.params.get("transport") == "http":
