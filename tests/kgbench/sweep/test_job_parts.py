@@ -108,7 +108,8 @@ def test_overhead_and_table_from_a_store(tmp_path: Path, monkeypatch: pytest.Mon
             parent_run_id=parent,
             tags={"hydra_overrides": transport},
         )
-        job.log_params({"transport": transport, "katago.nnMaxBatchSize": 8})
+        served = {"serve.limits.max_inflight_per_client": "512"} if transport == "http" else {}  # kgserve's only
+        job.log_params({"transport": transport, "katago.nnMaxBatchSize": 8, **served})
         job.log_metrics({"req_per_s": rate, "p50_ms": float("nan"), "p99_ms": None})
         job.finish(True)
     failed = tracking.JobRun.start(client, "kgbench", run_name="bad", sweep_id="s1", parent_run_id=parent, tags={})
