@@ -20,27 +20,28 @@ class HeldFlow(FlowControl):
 
     held = False
 
-    def pause_reading(self) -> None:
-        if not self.read_paused:
-            self.read_paused = True
-            if not self.held:
+    def _set(self, *, read_paused: bool | None = None, held: bool | None = None) -> None:
+        """Change either reason; the transport pauses or resumes only when whether any reason holds changes."""
+        stopped = self.read_paused or self.held
+        if read_paused is not None:
+            self.read_paused = read_paused
+        if held is not None:
+            self.held = held
+        if self.read_paused or self.held:
+            if not stopped:
                 self._transport.pause_reading()
+        elif stopped:
+            self._transport.resume_reading()
+
+    def pause_reading(self) -> None:
+        self._set(read_paused=True)
 
     def resume_reading(self) -> None:
-        if self.read_paused:
-            self.read_paused = False
-            if not self.held:
-                self._transport.resume_reading()
+        self._set(read_paused=False)
 
     def hold(self) -> None:
         """Read nothing more until `release`: the guard has bytes of this connection still to parse."""
-        if not self.held:
-            self.held = True
-            if not self.read_paused:
-                self._transport.pause_reading()
+        self._set(held=True)
 
     def release(self) -> None:
-        if self.held:
-            self.held = False
-            if not self.read_paused:
-                self._transport.resume_reading()
+        self._set(held=False)
