@@ -107,8 +107,8 @@ class EngineSettings(_Strict):
     # preempts a search: one client's long queries would otherwise hold every thread); a busy client's further
     # queries wait in kgserve (kgserve.engine.dispatch, docs/http-limits.md). 0: off, every query written at once
     thread_reserve: float = Field(0.0625, ge=0, lt=1)
-    # while no other client waits, a busy client borrows the reserve (and a few turns more queue inside KataGo) for
-    # searches estimated to end within this many seconds: the longest a newcomer waits for a lent thread. 0: never
+    # while no other client waits, a busy client borrows the reserve as long as a newcomer would wait at most this
+    # many seconds for a thread (a search that short itself, or another running search ending that soon). 0: never
     lend_bound_s: float = Field(2.0, ge=0)
     backends: dict[str, BackendSettings]
 

@@ -8,10 +8,13 @@ once and never preempts a running search. Per engine (kgserve.engine.reserve):
   so kgserve's priority classes and fairness levels, kgserve.admission.priority, still order them);
 - the last `reserve` threads go to clients holding at most `small` threads per engine (all engines together:
   `small` x the engines ready): a newcomer is answered while another client holds every other thread;
-- while no other client has turns waiting here, a client may borrow the reserve, and `prefetch` turns more go
-  into KataGo's own queue (no idle thread between its answer and kgserve's next line), but only for searches
-  estimated to end within `lend_bound_s`: the longest a newcomer waits for a lent thread. A client alone on the
-  server gets every thread, as with the reserve off.
+- while no other client has turns waiting here, a client may borrow the reserve as long as a newcomer would wait
+  at most `lend_bound_s` for a thread: for a search estimated to end that soon itself (and then `prefetch` turns
+  more go into KataGo's own queue: no idle thread between its answer and kgserve's next line), or, for a longer
+  search, while another search running on that engine is estimated to end that soon (never past the threads;
+  searches that started together lend nothing until their end is near, and a timer looks again then). A client
+  alone on the server gets every thread, as with the reserve off, but for the first search's length minus the
+  bound after a burst that started together.
 
 Whatever may not go now waits here, per turn: a many-turn query (a whole-game review) is written a few turns at
 a time as threads free (kgserve.engine.turns), so it never waits for an idle engine and never keeps other clients
@@ -25,7 +28,9 @@ answers queued ones (`noResults`), written ones through the engine.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -57,6 +62,7 @@ class Dispatch(Settler):
         self.queue = HeldQueue(self._small)
         self._arrivals = itertools.count(1)
         self._engines = 1  # engines ready at the last look (a client holding little: `small` threads each)
+        self._wakes: dict[Router, asyncio.TimerHandle] = {}  # per engine: when the lending rule may allow a turn
 
     def _small(self, client: str) -> bool:
         return self.plan is not None and self.holding.get(client, 0) < self.plan.small * self._engines
@@ -129,6 +135,8 @@ class Dispatch(Settler):
             costs[key] += cost
         for key, stream in streams.items():
             router.write(stream, taken[key], costs[key])
+        if self.queue.turns:
+            self._wake_for_lending(router)
 
     def _next_for(self, router: Router) -> QueryStream | None:
         """The held stream whose next turn the rule lets `router`'s engine take now, if any."""
@@ -160,12 +168,65 @@ class Dispatch(Settler):
         return running < plan.threads + plan.prefetch and self._lendable(router, visits)
 
     def _lendable(self, router: Router, visits: int) -> bool:
+        return self._lend_after(router, visits) == 0.0
+
+    def _lend_after(self, router: Router, visits: int) -> float | None:
+        """In how many seconds a turn of `visits` may borrow a reserved thread of `router`'s engine if nothing else
+        changes (0: now; None: not by waiting alone).
+
+        A newcomer waits for the first running search to end (KataGo never preempts), so a reserved thread is lent
+        while that wait stays within `lend_bound_s`: to a search estimated that short itself (and then `prefetch`
+        turns more into KataGo's queue), or, for a longer one and only up to the threads, while some other search
+        running there is estimated to end that soon. Searches that started together (a hog's first burst) end
+        together: nothing of them is lent until their end is that near, however many threads there are."""
         plan = self.plan
         assert plan is not None
-        if plan.lend_bound_s <= 0:
-            return False
-        estimate = router.load.search_s(visits)
-        return estimate is not None and estimate <= plan.lend_bound_s
+        bound = plan.lend_bound_s
+        load = router.load
+        per_visit = load.search_s(1) if bound > 0 else None
+        if per_visit is None:
+            return None
+        if visits * per_visit <= bound:
+            return 0.0
+        if load.in_engine >= plan.threads:
+            return None
+        now = time.monotonic()
+        soonest: float | None = None
+        for piece in router.pieces():  # oldest first: the first one usually decides
+            left = 0.0 if piece.orphan else piece.written_at + piece.stream.visits_per_turn * per_visit - now
+            if left <= bound:
+                return 0.0
+            soonest = left if soonest is None else min(soonest, left)
+        return None if soonest is None else soonest - bound
+
+    def _wake_for_lending(self, router: Router) -> None:
+        """Turns still held while `router`'s engine has a thread free: if only the lending rule keeps them (a long
+        search, no other search near its end yet), look again when it would allow one. No event would: the rule
+        changes with time alone."""
+        plan = self.plan
+        assert plan is not None
+        client = self.queue.only_client()
+        stream = self.queue.head_of(client) if client is not None else None
+        if stream is None or router.load.in_engine >= plan.threads:
+            return
+        after = self._lend_after(router, stream.visits_per_turn)
+        if not after:  # None: waiting changes nothing; 0: it was not the rule that kept them
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (the rule's own tests): they fill by hand
+            return
+        when = loop.time() + after + 0.001
+        handle = self._wakes.get(router)
+        if handle is not None:
+            if handle.when() <= when:
+                return
+            handle.cancel()
+        self._wakes[router] = loop.call_at(when, self._woken, router)
+
+    def _woken(self, router: Router) -> None:
+        self._wakes.pop(router, None)
+        self.freed(router)
 
     @staticmethod
     def _cost(stream: QueryStream) -> int:
@@ -197,6 +258,12 @@ class Dispatch(Settler):
         """`turns` of a piece taken off its engine without an answer."""
         piece.router.load.gone(turns)
         self._release(piece.stream.client, turns)
+
+    def close(self) -> None:
+        for handle in self._wakes.values():
+            handle.cancel()
+        self._wakes.clear()
+        super().close()
 
     # -- a frozen engine -----------------------------------------------------------------------------------
     def take_back(self, router: Router) -> int:

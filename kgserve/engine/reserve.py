@@ -5,9 +5,9 @@ KataGo searches at most `numAnalysisThreads` turns at once and never preempts a 
 last `reserve` threads go to clients holding at most `small` threads; while no other client has work waiting in
 kgserve, a busy client may borrow them, and `prefetch` turns more that wait inside KataGo's own queue (so a turn
 starts the moment a thread frees, without waiting for kgserve to read the answer before and write the next),
-but only for searches estimated to end within `lend_bound_s`: the longest a newcomer then waits for a lent thread
-(KataGo cannot take it back). kgserve.engine.dispatch applies the rule; docs/http-limits.md has the measurements
-the sizes come from.
+but only while a newcomer would wait at most `lend_bound_s` for a thread (KataGo cannot take a lent one back): the
+search itself estimated that short, or another running search estimated to end that soon. kgserve.engine.dispatch
+applies the rule; docs/http-limits.md has the measurements the sizes come from.
 
 The estimate is Little's law on the engine's own recent work: thread-seconds spent searching (turns running, at
 most `threads` of them) per visit finished, both decayed over the last ~4 x threads finished turns (the searches
@@ -31,7 +31,7 @@ class ThreadReserve:
     reserve: int  # the last threads, only for clients holding at most `small` (or lent, below)
     small: int
     prefetch: int = 0  # turns written past the threads, into KataGo's queue, while lending
-    lend_bound_s: float = 0.0  # lend only to searches estimated to end within this; 0: never lend
+    lend_bound_s: float = 0.0  # lend only while a newcomer would wait at most this for a thread; 0: never lend
 
 
 def thread_reserve(threads: int | None, share: float, lend_bound_s: float = 0.0) -> ThreadReserve | None:

@@ -22,7 +22,7 @@ import contextlib
 import itertools
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kgserve.engine.reserve import EngineLoad
@@ -76,6 +76,10 @@ class Router:
     def pending(self) -> int:
         """Pieces written and not finished (orphans included: the engine still works on them)."""
         return len(self._pieces)
+
+    def pieces(self) -> Iterable[Piece]:
+        """The pieces written and not finished, oldest first (orphans included)."""
+        return self._pieces.values()
 
     # -- pieces --------------------------------------------------------------------------------------------
     def write(self, stream: QueryStream, taken: list[int | None], count: int) -> Piece:

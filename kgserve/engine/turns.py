@@ -17,6 +17,7 @@ piece gets the same error line (the router passes one on).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -89,7 +90,9 @@ class TurnPlan:
 class Piece:
     """One request line written to an engine: some turns of a stream's query (None: the whole query)."""
 
-    __slots__ = ("count", "finals_left", "internal_id", "orphan", "router", "started", "stream", "taken", "turns")
+    __slots__ = (
+        "count", "finals_left", "internal_id", "orphan", "router", "started", "stream", "taken", "turns", "written_at"
+    )  # fmt: skip
 
     def __init__(self, stream: QueryStream, taken: list[int | None], count: int, internal_id: str, router: Any) -> None:
         self.stream = stream
@@ -103,6 +106,7 @@ class Piece:
         self.router = router
         self.started = False  # a line of it has come
         self.orphan = False  # its stream was settled: its lines are dropped until it ends
+        self.written_at = time.monotonic()  # when its searches started (KataGo's queue empty: when it was written)
 
     def line(self) -> bytes:
         query = self.stream.query

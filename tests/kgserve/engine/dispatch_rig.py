@@ -70,3 +70,8 @@ class Rig:
         """Give engine `engine` a search-time estimate (as if its searches had taken that long a visit)."""
         load = self.routers[engine].load
         load._busy, load._visits = seconds_per_visit * 1000.0, 1000.0
+
+    def age(self, seconds: float, engine: int = 0) -> None:
+        """Every piece on engine `engine` written `seconds` earlier than it was (its searches that much older)."""
+        for piece in self.routers[engine].pieces():
+            piece.written_at -= seconds

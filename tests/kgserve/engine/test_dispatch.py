@@ -3,6 +3,8 @@ they go, and when the reserve is lent."""
 
 from __future__ import annotations
 
+import asyncio
+
 from kgserve.engine.reserve import thread_reserve
 
 from .dispatch_rig import Rig
@@ -55,6 +57,63 @@ def test_no_lending_past_the_bound_or_while_another_client_waits() -> None:
     assert hog[6].held and other[2].held and rig.routers[0].load.in_engine == 7
     rig.answer(other[0])
     assert not other[2].held and hog[6].held  # c is small again: the reserve is its
+
+
+def test_a_long_search_is_lent_a_thread_once_another_running_search_is_near_its_end() -> None:
+    rig = Rig(4, 0.25, lend_s=2.0)  # 1 reserved
+    rig.learn(0.038)  # 100 visits: 3.8 s, past the bound
+    hog = [rig.submit("a", f"a{index}", visits=100) for index in range(6)]
+    assert [stream.held for stream in hog] == [False] * 3 + [True] * 3  # started together: a newcomer would wait 3.8 s
+    rig.age(1.7)
+    rig.dispatch.freed(rig.routers[0])
+    assert hog[3].held  # the first end is 2.1 s away
+    rig.age(0.2)
+    rig.dispatch.freed(rig.routers[0])  # what the dispatch's timer does
+    assert not hog[3].held and hog[4].held  # 1.9 s away: lent, but never past the threads for a long search
+    newcomer = rig.submit("b", "n", visits=100)
+    assert newcomer.held
+    rig.answer(hog[0])
+    assert not newcomer.held and hog[4].held  # the thread that ended first is the newcomer's
+
+
+def test_a_lent_thread_is_not_lent_again_when_every_running_search_is_young() -> None:
+    rig = Rig(4, 0.25, lend_s=2.0)
+    rig.learn(0.038)
+    hog = [rig.submit("a", f"a{index}", visits=100) for index in range(8)]
+    rig.age(1.9)
+    rig.dispatch.freed(rig.routers[0])
+    assert not hog[3].held  # lent: a0-a2 end within 2 s
+    for stream in hog[:3]:
+        rig.answer(stream)  # a0-a2 end together: a4 and a5 borrow while a1, then a2, is still about to end...
+    assert [stream.held for stream in hog[4:]] == [False, False, True, True]
+    # ...a6 does not: a3-a5 all end 3.8 s from now, so a newcomer would wait that long for the free thread
+    rig.age(1.9)  # a3 ends within the bound now
+    rig.dispatch.freed(rig.routers[0])
+    assert not hog[6].held and hog[7].held
+
+
+def test_searches_that_started_together_lend_nothing_however_many_threads() -> None:
+    rig = Rig(128, 1 / 16, lend_s=2.0)  # 8 reserved
+    rig.learn(0.05)  # 100 visits: 5 s
+    hog = [rig.submit("a", f"a{index}", visits=100) for index in range(140)]
+    assert sum(not stream.held for stream in hog) == 120
+    rig.age(3.1)
+    rig.dispatch.freed(rig.routers[0])
+    assert sum(not stream.held for stream in hog) == 128  # every thread, none queued past them
+
+
+async def test_the_dispatch_looks_again_when_time_alone_lets_it_lend() -> None:
+    rig = Rig(2, 0.5, lend_s=2.0)  # 1 reserved
+    rig.learn(0.0215)  # 100 visits: 2.15 s, the first end 0.15 s past the bound
+    first, second = rig.submit("a", "a0", visits=100), rig.submit("a", "a1", visits=100)
+    assert second.held
+    for _ in range(100):
+        if not second.held:
+            break
+        await asyncio.sleep(0.02)
+    assert not second.held  # no answer came: a timer looked again
+    rig.dispatch.close()
+    assert not rig.dispatch._wakes and first.pieces
 
 
 def test_a_newcomer_waits_for_the_queued_turns_then_takes_a_free_thread() -> None:
