@@ -77,6 +77,28 @@ async def test_a_lone_client_uses_every_thread_with_the_defaults(tmp_path: Path)
     assert max(seen) >= 2, f"the lone client never had both threads: {sorted(set(seen))}"
 
 
+async def test_a_lone_client_gets_every_thread_for_searches_longer_than_the_lend_bound(tmp_path: Path) -> None:
+    bound = 0.3  # the sim's 400-visit searches take ~0.6 s: each longer than the bound, so the reserve is lent only
+    # while the other thread's search is about to end (a timer looks again then: no answer comes to wake the rule)
+    settings = pool_settings(1, cfg=serving_cfg_with_threads(tmp_path, 2), lend_bound_s=bound)  # 1 reserved
+    async with ready_pool(settings, SIM_ENV) as pool:
+        stop = asyncio.Event()
+        seen: list[int] = []
+
+        async def watch() -> None:
+            for _ in range(4000):  # 20 s at most; the first searches also teach the engine's search time
+                seen.append(_written(pool))
+                if seen[-1] >= 2:
+                    break
+                await asyncio.sleep(0.005)
+            stop.set()
+
+        await asyncio.wait_for(asyncio.gather(_keep_going(pool, "lone", 8, 400, stop), watch()), 60)
+        estimates = [router.load.search_s(400) or 0.0 for router in pool.dispatch._routers()]
+    assert max(seen) >= 2, f"the lone client never had both threads (searches estimated {estimates} s)"
+    assert min(estimates) > bound, f"the premise: searches longer than the bound ({estimates} s)"
+
+
 async def test_a_newcomer_is_answered_while_a_client_holds_every_thread(tmp_path: Path) -> None:
     settings = pool_settings(1, cfg=serving_cfg_with_threads(tmp_path, 4), thread_reserve=0.25)
     async with ready_pool(settings, SIM_ENV) as pool:
