@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kgbench.load.games.library import load_library
-from kgbench.load.traffic import DEFAULT_KOMI_OFFSETS, Game, QuerySource, build_query, load_games
+from kgbench.load.traffic import (
+    DEFAULT_KOMI_OFFSETS,
+    Game,
+    QuerySource,
+    build_query,
+    checked_komi_offsets,
+    load_games,
+)
 from kgbench.load.types import LoadSettings
 
 __all__ = [
@@ -100,11 +107,11 @@ class GameOrder:
         komi_offsets: Sequence[float] = DEFAULT_KOMI_OFFSETS,
         min_moves: int = 1,
     ) -> None:
+        offsets = checked_komi_offsets(symmetries, komi_offsets)
         self.games = [g for g in games if len(g.moves) >= min_moves]
         if not self.games:
             raise ValueError(f"no game with at least {min_moves} move(s) to send")
-        offsets = sorted(komi_offsets, key=abs)  # the komi as played (offset 0) first
-        self.komi_offsets = tuple(float(k) for k in offsets)
+        self.komi_offsets = tuple(sorted(offsets, key=abs))  # the komi as played (offset 0) first
         self.variants = [(s, k) for s in range(symmetries) for k in range(len(self.komi_offsets))]
         self._rng = random.Random(seed)
         self._order: list[int] = []

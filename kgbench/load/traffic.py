@@ -34,6 +34,15 @@ COLUMNS = "ABCDEFGHJKLMNOPQRSTUVWXYZ"  # GTP: no I
 _DROPPED = ("id", "analyzeTurns", "maxVisits")
 
 
+def checked_komi_offsets(symmetries: int, komi_offsets: Sequence[float]) -> tuple[float, ...]:
+    """The komi offsets as floats, once the symmetries and offsets a traffic source varies a game by are valid."""
+    if not 1 <= symmetries <= 8:
+        raise ValueError("symmetries must be 1..8")
+    if not komi_offsets:
+        raise ValueError("komi_offsets must not be empty")
+    return tuple(float(k) for k in komi_offsets)
+
+
 def parse_vertex(vertex: str, size: int) -> tuple[int, int] | None:
     """GTP vertex ('C4') -> (x, y) with y counted from the bottom; None for pass."""
     if vertex.lower() == "pass":
@@ -155,12 +164,8 @@ class QuerySource:
         komi_offsets: Sequence[float] = DEFAULT_KOMI_OFFSETS,
         offsets: Iterator[int] | None = None,
     ) -> None:
-        if not 1 <= symmetries <= 8:
-            raise ValueError("symmetries must be 1..8")
-        if not komi_offsets:
-            raise ValueError("komi_offsets must not be empty")
+        self.komi_offsets = checked_komi_offsets(symmetries, komi_offsets)
         self.games = list(games)
-        self.komi_offsets = tuple(float(k) for k in komi_offsets)
         self.symmetries = symmetries
         self.seed = seed
         # position i is (game, prefix, symmetry, komi) in that nesting order, worked out from i (kgbench's game

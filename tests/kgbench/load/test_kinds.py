@@ -38,6 +38,15 @@ def test_every_game_as_played_first_then_its_other_variants() -> None:
     assert order.repeats == 1 and order.repeat_rate() == pytest.approx(1 / (order.size + 1))
 
 
+@pytest.mark.parametrize(("symmetries", "komi_offsets"), [(0, (0.0,)), (9, (0.0,)), (8, ())])
+def test_a_game_order_refuses_the_variants_a_query_source_refuses(
+    symmetries: int, komi_offsets: tuple[float, ...]
+) -> None:
+    for source in (GameOrder, QuerySource):
+        with pytest.raises(ValueError, match=r"symmetries must be 1\.\.8|komi_offsets must not be empty"):
+            source(GAMES, symmetries=symmetries, komi_offsets=komi_offsets)
+
+
 def test_a_review_asks_for_every_turn_of_its_game() -> None:
     review = ReviewTraffic(GameOrder(GAMES, seed=0))
     for _ in range(3):
