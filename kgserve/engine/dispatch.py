@@ -99,7 +99,10 @@ class Dispatch(Settler):
     # -- threads freeing -----------------------------------------------------------------------------------
     def turns_over(self, piece: Piece, turns: int, visits: int) -> None:
         """`turns` of a written piece ended (a final line each, or an error line), having searched `visits`."""
-        piece.router.load.finished(turns, visits)
+        load = piece.router.load
+        load.finished(turns, visits)
+        if visits and piece.at_once:
+            load.ran((time.monotonic() - piece.written_at) * turns, visits)
         self._release(piece.stream.client, turns)
 
     def freed(self, router: Router) -> None:
@@ -190,6 +193,7 @@ class Dispatch(Settler):
             return 0.0
         if load.in_engine >= plan.threads:
             return None
+        per_visit = load.run_s(1) or per_visit  # when a running search ends: its start plus how long they run
         now = time.monotonic()
         soonest: float | None = None
         for piece in router.pieces():  # oldest first: the first one usually decides

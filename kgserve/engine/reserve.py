@@ -9,6 +9,9 @@ but only while a newcomer would wait at most `lend_bound_s` for a thread (KataGo
 search itself estimated that short, or another running search estimated to end that soon. kgserve.engine.dispatch
 applies the rule; docs/http-limits.md has the measurements the sizes come from.
 
+Whether a running search ends soon is read off another figure, `run_s`: how long searches took from their start (a
+turn written to a free thread) to their end, decayed the same way; it has no bias either way.
+
 The estimate is Little's law on the engine's own recent work: thread-seconds spent searching (turns running, at
 most `threads` of them) per visit finished, both decayed over the last ~4 x threads finished turns (the searches
 still running count their thread-seconds so far and no visits yet: the estimate errs long, by ~1/8 at a steady
@@ -49,7 +52,7 @@ def thread_reserve(threads: int | None, share: float, lend_bound_s: float = 0.0)
 class EngineLoad:
     """One engine's turns written and not finished (running, or queued inside KataGo), and its search-time estimate."""
 
-    __slots__ = ("_at", "_busy", "_keep", "_visits", "in_engine", "threads")
+    __slots__ = ("_at", "_busy", "_keep", "_ran", "_ran_visits", "_visits", "in_engine", "threads")
 
     def __init__(self, threads: int | None) -> None:
         self.threads = threads or 0  # 0: unknown (no reserve): nothing is estimated
@@ -58,6 +61,8 @@ class EngineLoad:
         self._visits = 0.0  # decayed visits finished
         self._at = time.monotonic()
         self._keep = 1.0 - 1.0 / max(4, 4 * self.threads)
+        self._ran = 0.0  # decayed seconds from start to end of searches that started on a free thread
+        self._ran_visits = 0.0  # ... and their visits
 
     def _advance(self, now: float) -> None:
         self._busy += min(self.in_engine, self.threads) * (now - self._at)
@@ -83,6 +88,20 @@ class EngineLoad:
         if self.threads:
             self._advance(time.monotonic())
         self.in_engine = max(0, self.in_engine - turns)
+
+    def ran(self, seconds: float, visits: int) -> None:
+        """A turn that started on a free thread (nothing queued before it in KataGo) ended `seconds` after it was
+        written, having searched `visits`."""
+        keep = self._keep
+        self._ran = self._ran * keep + seconds
+        self._ran_visits = self._ran_visits * keep + visits
+
+    def run_s(self, visits: int) -> float | None:
+        """How long a search of `visits` runs from its start to its end, as searches did lately (no bias: the lending
+        rule asks when a running search ends); None before one that started on a free thread has ended."""
+        if self._ran_visits <= 0:
+            return None
+        return visits * self._ran / self._ran_visits
 
     def search_s(self, visits: int) -> float | None:
         """About how long a search of `visits` takes on this engine now; None before anything has finished."""

@@ -85,6 +85,7 @@ class Router:
     def write(self, stream: QueryStream, taken: list[int | None], count: int) -> Piece:
         """Write the turns `taken` off the stream's plan (the whole query unless it is split) under a fresh id."""
         piece = Piece(stream, taken, count, f"kgq{next(_ids)}", self)
+        piece.at_once = self.load.in_engine <= self.load.threads  # the dispatch counted its turns in already
         self._pieces[piece.internal_id.encode()] = piece
         self.outstanding_visits += stream.visits_per_turn * count
         if stream.router is not self:

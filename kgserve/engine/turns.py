@@ -91,7 +91,8 @@ class Piece:
     """One request line written to an engine: some turns of a stream's query (None: the whole query)."""
 
     __slots__ = (
-        "count", "finals_left", "internal_id", "orphan", "router", "started", "stream", "taken", "turns", "written_at"
+        "at_once", "count", "finals_left", "internal_id", "orphan", "router", "started", "stream", "taken", "turns",
+        "written_at",
     )  # fmt: skip
 
     def __init__(self, stream: QueryStream, taken: list[int | None], count: int, internal_id: str, router: Any) -> None:
@@ -106,7 +107,8 @@ class Piece:
         self.router = router
         self.started = False  # a line of it has come
         self.orphan = False  # its stream was settled: its lines are dropped until it ends
-        self.written_at = time.monotonic()  # when its searches started (KataGo's queue empty: when it was written)
+        self.written_at = time.monotonic()  # when its searches started, if `at_once`
+        self.at_once = False  # every turn of it had a free thread when written (nothing queued before it in KataGo)
 
     def line(self) -> bytes:
         query = self.stream.query

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from kgserve.engine.reserve import thread_reserve
 
 from .dispatch_rig import Rig
@@ -100,6 +102,20 @@ def test_searches_that_started_together_lend_nothing_however_many_threads() -> N
     rig.age(3.1)
     rig.dispatch.freed(rig.routers[0])
     assert sum(not stream.held for stream in hog) == 128  # every thread, none queued past them
+
+
+def test_how_long_a_search_runs_is_learnt_from_searches_that_started_on_a_free_thread() -> None:
+    rig = Rig(2, 0.5, lend_s=2.0)
+    rig.learn(0.001)  # short: lent, and one turn more queued inside KataGo
+    streams = [rig.submit("a", f"a{index}", visits=100) for index in range(3)]
+    assert [stream.pieces[0].at_once for stream in streams] == [True, True, False]
+    load = rig.routers[0].load
+    load._ran = load._ran_visits = 0.0
+    rig.age(3.0)
+    rig.answer(streams[2])  # queued: its time includes its wait, not learnt
+    assert load.run_s(100) is None
+    rig.answer(streams[0])
+    assert load.run_s(100) == pytest.approx(3.0, abs=0.1)
 
 
 async def test_the_dispatch_looks_again_when_time_alone_lets_it_lend() -> None:
