@@ -102,7 +102,8 @@ class Dispatch(Settler):
         load = piece.router.load
         load.finished(turns, visits)
         if visits and piece.at_once:
-            load.ran((time.monotonic() - piece.written_at) * turns, visits)
+            for _ in range(turns):
+                load.ran(piece.stream.visits_per_turn, time.monotonic() - piece.written_at)
         self._release(piece.stream.client, turns)
 
     def freed(self, router: Router) -> None:
@@ -193,11 +194,12 @@ class Dispatch(Settler):
             return 0.0
         if load.in_engine >= plan.threads:
             return None
-        per_visit = load.run_s(1) or per_visit  # when a running search ends: its start plus how long they run
         now = time.monotonic()
         soonest: float | None = None
         for piece in router.pieces():  # oldest first: the first one usually decides
-            left = 0.0 if piece.orphan else piece.written_at + piece.stream.visits_per_turn * per_visit - now
+            each = piece.stream.visits_per_turn
+            length = load.run_s(each)  # how long such searches ran, else the estimate (errs long)
+            left = 0.0 if piece.orphan else piece.written_at + (each * per_visit if length is None else length) - now
             if left <= bound:
                 return 0.0
             soonest = left if soonest is None else min(soonest, left)

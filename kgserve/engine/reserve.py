@@ -9,8 +9,9 @@ but only while a newcomer would wait at most `lend_bound_s` for a thread (KataGo
 search itself estimated that short, or another running search estimated to end that soon. kgserve.engine.dispatch
 applies the rule; docs/http-limits.md has the measurements the sizes come from.
 
-Whether a running search ends soon is read off another figure, `run_s`: how long searches took from their start (a
-turn written to a free thread) to their end, decayed the same way; it has no bias either way.
+Whether a running search ends soon is read off another figure where there is one, `run_s`: how long searches of the
+same visit count took from their start (a turn written to a free thread) to their end, decayed the same way (no
+bias but the order in which searches end); otherwise the estimate below.
 
 The estimate is Little's law on the engine's own recent work: thread-seconds spent searching (turns running, at
 most `threads` of them) per visit finished, both decayed over the last ~4 x threads finished turns (the searches
@@ -25,7 +26,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-__all__ = ["EngineLoad", "ThreadReserve", "thread_reserve"]
+__all__ = ["RUNS_KEPT", "EngineLoad", "ThreadReserve", "thread_reserve"]
+
+RUNS_KEPT = 8  # visit counts whose run time an engine remembers (a client choosing a new count each time: bounded)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +55,7 @@ def thread_reserve(threads: int | None, share: float, lend_bound_s: float = 0.0)
 class EngineLoad:
     """One engine's turns written and not finished (running, or queued inside KataGo), and its search-time estimate."""
 
-    __slots__ = ("_at", "_busy", "_keep", "_ran", "_ran_visits", "_visits", "in_engine", "threads")
+    __slots__ = ("_at", "_busy", "_keep", "_runs", "_visits", "in_engine", "threads")
 
     def __init__(self, threads: int | None) -> None:
         self.threads = threads or 0  # 0: unknown (no reserve): nothing is estimated
@@ -61,8 +64,8 @@ class EngineLoad:
         self._visits = 0.0  # decayed visits finished
         self._at = time.monotonic()
         self._keep = 1.0 - 1.0 / max(4, 4 * self.threads)
-        self._ran = 0.0  # decayed seconds from start to end of searches that started on a free thread
-        self._ran_visits = 0.0  # ... and their visits
+        # per visit count: decayed seconds from start to end of searches that started on a free thread, and how many
+        self._runs: dict[int, tuple[float, float]] = {}
 
     def _advance(self, now: float) -> None:
         self._busy += min(self.in_engine, self.threads) * (now - self._at)
@@ -89,19 +92,20 @@ class EngineLoad:
             self._advance(time.monotonic())
         self.in_engine = max(0, self.in_engine - turns)
 
-    def ran(self, seconds: float, visits: int) -> None:
-        """A turn that started on a free thread (nothing queued before it in KataGo) ended `seconds` after it was
-        written, having searched `visits`."""
-        keep = self._keep
-        self._ran = self._ran * keep + seconds
-        self._ran_visits = self._ran_visits * keep + visits
+    def ran(self, visits: int, seconds: float) -> None:
+        """A search of `visits` that started on a free thread (nothing queued before it in KataGo) ended `seconds`
+        after it was written."""
+        total, count = self._runs.pop(visits, (0.0, 0.0))
+        self._runs[visits] = (total * self._keep + seconds, count * self._keep + 1.0)
+        if len(self._runs) > RUNS_KEPT:
+            del self._runs[next(iter(self._runs))]  # the visit count that has not ended for the longest
 
     def run_s(self, visits: int) -> float | None:
-        """How long a search of `visits` runs from its start to its end, as searches did lately (no bias: the lending
-        rule asks when a running search ends); None before one that started on a free thread has ended."""
-        if self._ran_visits <= 0:
-            return None
-        return visits * self._ran / self._ran_visits
+        """How long a search of exactly `visits` runs from its start to its end, as such searches did lately; None
+        before one has ended. Only the same visit count: the searches that end first are the short ones, so another
+        count's (a newcomer's small queries), scaled, would say that a long search still running ends soon."""
+        run = self._runs.get(visits)
+        return None if run is None else run[0] / run[1]
 
     def search_s(self, visits: int) -> float | None:
         """About how long a search of `visits` takes on this engine now; None before anything has finished."""

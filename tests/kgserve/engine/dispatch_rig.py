@@ -67,11 +67,11 @@ class Rig:
         piece.router.route(text.replace("{id}", piece.internal_id).encode())
 
     def learn(self, seconds_per_visit: float, engine: int = 0) -> None:
-        """Give engine `engine` a search-time estimate (as if its searches had taken that long a visit), both the
-        Little's-law one and the searches' own run time, weighed so that the rig's instant answers barely move it."""
+        """Give engine `engine` a search-time estimate (as if its searches had taken that long a visit), weighed so
+        that the rig's instant answers barely move it, and no run times (the rig answers at once: none learnt)."""
         load = self.routers[engine].load
         load._busy, load._visits = seconds_per_visit * 1e6, 1e6
-        load._ran, load._ran_visits = seconds_per_visit * 1e6, 1e6
+        load._runs.clear()
 
     def age(self, seconds: float, engine: int = 0) -> None:
         """Every piece on engine `engine` written `seconds` earlier than it was (its searches that much older)."""

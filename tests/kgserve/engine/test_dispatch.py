@@ -4,10 +4,11 @@ they go, and when the reserve is lent."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
-from kgserve.engine.reserve import thread_reserve
+from kgserve.engine.reserve import RUNS_KEPT, EngineLoad, thread_reserve
 
 from .dispatch_rig import Rig
 
@@ -78,20 +79,26 @@ def test_a_long_search_is_lent_a_thread_once_another_running_search_is_near_its_
     assert not newcomer.held and hog[4].held  # the thread that ended first is the newcomer's
 
 
-def test_a_lent_thread_is_not_lent_again_when_every_running_search_is_young() -> None:
-    rig = Rig(4, 0.25, lend_s=2.0)
-    rig.learn(0.038)
-    hog = [rig.submit("a", f"a{index}", visits=100) for index in range(8)]
+def test_long_searches_of_a_lone_client_fill_every_thread_and_one_always_ends_within_the_bound() -> None:
+    rig = Rig(4, 0.25, lend_s=2.0)  # 1 reserved
+    rig.learn(0.038)  # 100 visits: 3.8 s, past the bound
+    hog = [rig.submit("a", f"a{index}", visits=100) for index in range(60)]
+    router = rig.routers[0]
     rig.age(1.9)
-    rig.dispatch.freed(rig.routers[0])
-    assert not hog[3].held  # lent: a0-a2 end within 2 s
-    for stream in hog[:3]:
-        rig.answer(stream)  # a0-a2 end together: a4 and a5 borrow while a1, then a2, is still about to end...
-    assert [stream.held for stream in hog[4:]] == [False, False, True, True]
-    # ...a6 does not: a3-a5 all end 3.8 s from now, so a newcomer would wait that long for the free thread
-    rig.age(1.9)  # a3 ends within the bound now
-    rig.dispatch.freed(rig.routers[0])
-    assert not hog[6].held and hog[7].held
+    rig.dispatch.freed(router)  # the timer's look: a0-a2 end within 2 s, a3 borrows the reserve
+    full = 0
+    for _ in range(40):  # each step: the oldest running search ends, 3.8 s after it started
+        oldest = min(router.pieces(), key=lambda piece: piece.written_at)
+        rig.age(oldest.written_at + 3.8 - time.monotonic())
+        rig.answer(oldest.stream)
+        rig.dispatch.freed(router)
+        now = time.monotonic()
+        if router.load.in_engine == 4:
+            full += 1
+            # a newcomer now would wait for the first end: within the bound (the searches' run time is learnt)
+            assert min(piece.written_at + 3.8 - now for piece in router.pieces()) <= 2.0 + 0.05
+    assert full >= 30, f"every thread busy after {full} of 40 ends"
+    assert router.load.run_s(100) == pytest.approx(3.8, abs=0.05) and hog[-1].held
 
 
 def test_searches_that_started_together_lend_nothing_however_many_threads() -> None:
@@ -104,18 +111,23 @@ def test_searches_that_started_together_lend_nothing_however_many_threads() -> N
     assert sum(not stream.held for stream in hog) == 128  # every thread, none queued past them
 
 
-def test_how_long_a_search_runs_is_learnt_from_searches_that_started_on_a_free_thread() -> None:
+def test_how_long_a_search_runs_is_learnt_per_visit_count_from_searches_that_started_on_a_free_thread() -> None:
     rig = Rig(2, 0.5, lend_s=2.0)
     rig.learn(0.001)  # short: lent, and one turn more queued inside KataGo
     streams = [rig.submit("a", f"a{index}", visits=100) for index in range(3)]
     assert [stream.pieces[0].at_once for stream in streams] == [True, True, False]
     load = rig.routers[0].load
-    load._ran = load._ran_visits = 0.0
     rig.age(3.0)
     rig.answer(streams[2])  # queued: its time includes its wait, not learnt
     assert load.run_s(100) is None
     rig.answer(streams[0])
     assert load.run_s(100) == pytest.approx(3.0, abs=0.1)
+    small = rig.submit("b", "b0", visits=10)  # the reserve's thread, free
+    assert small.pieces[0].at_once
+    rig.age(0.5)
+    rig.answer(small)  # another visit count: learnt apart (a small search says nothing of a long one's end)
+    assert load.run_s(10) == pytest.approx(0.5, abs=0.1) and load.run_s(100) == pytest.approx(3.0, abs=0.1)
+    assert load.run_s(50) is None
 
 
 async def test_the_dispatch_looks_again_when_time_alone_lets_it_lend() -> None:
@@ -188,3 +200,10 @@ def test_a_terminate_of_a_held_querys_turn_is_answered_at_once() -> None:
     held.owner.abort(held, frozenset({2, 7}))  # its turn (two moves: turn 2), as KataGo answers a queued one
     assert held.done and held._items is not None
     assert held._items.get_nowait() == b'{"id":"h","isDuringSearch":false,"noResults":true,"turnNumber":2}'
+
+
+def test_an_engine_remembers_the_run_times_of_a_bounded_number_of_visit_counts() -> None:
+    load = EngineLoad(4)
+    for visits in range(1, RUNS_KEPT + 2):
+        load.ran(visits, 1.0)
+    assert load.run_s(1) is None and load.run_s(2) == 1.0 and load.run_s(RUNS_KEPT + 1) == 1.0
