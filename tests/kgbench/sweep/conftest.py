@@ -19,6 +19,7 @@ import psutil
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers.mlflow_store import seeded_uri
 
 STUB = Path(__file__).with_name("pbs_stub.py")
 
@@ -56,7 +57,7 @@ def mlflow_server(tmp_path: Path) -> Iterator[str]:
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "mlflow", "server"),
-            *("--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow-server.db'}"),
+            *("--backend-store-uri", seeded_uri(tmp_path / "mlflow-server.db")),
             *("--artifacts-destination", str(tmp_path / "mlflow-artifacts")),
             *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
         ],

@@ -13,7 +13,7 @@ from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role, st
 @pytest.mark.slow
 def test_users_line_without_katago_is_refused_before_any_run(tmp_path: Path) -> None:
     """Every job would fail for want of KataGo: one message naming the fix, no MLflow run, nothing started."""
-    code, out = run_kgbench(tmp_path, "-m", "backend=cuda,trt", "nnMaxBatchSize=64,128,256")
+    code, out = run_kgbench(tmp_path, "-m", "backend=cuda,trt", "nnMaxBatchSize=64,128,256", seed_store=False)
     assert code == 2, out
     assert "Traceback" not in out, out
     assert "kgbench: nothing to run: no job can start here" in out and "nothing was recorded in MLflow" in out
@@ -27,7 +27,7 @@ def test_users_line_without_katago_is_refused_before_any_run(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_a_single_run_without_katago_is_refused_too(tmp_path: Path) -> None:
-    code, out = run_kgbench(tmp_path, "backend=eigen")
+    code, out = run_kgbench(tmp_path, "backend=eigen", seed_store=False)
     assert code == 2 and "nothing to run" in out and "engine.binary=PATH" in out, out
     assert not (tmp_path / "mlflow.db").exists()
 
