@@ -134,6 +134,9 @@ def stub_engine_config(tmp_path: Path, *backends: str, script: str = STUB_KATAGO
     stub.chmod(0o755)
     yaml = YAML()
     data: Any = yaml.load(path.read_text())
+    # a stand-in fails every start, and a job gives up at its second restart: the runtime's backoff (0.5 s, then
+    # 1 s) would only be waited out, job after job
+    data["engine"]["restart_backoff_initial_s"] = 0.05
     for backend in backends:
         data["engine"]["backends"][backend]["command"] = [str(stub)]
         data["engine"]["backends"][backend]["model"] = data["engine"]["backends"]["sim"]["model"]
