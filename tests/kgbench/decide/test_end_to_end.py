@@ -42,9 +42,12 @@ def test_sweep_promote_serve(tmp_path: Path) -> None:
         "KGSERVE_SIM_DEVICE": "private",
         "KGSERVE_SIM_SPEED": "4",
     }
+    # one level a job, 16 in flight (load=smoke's higher one: the level verify replays below): the pipeline is what
+    # this test follows, the ladder has tests of its own (tests/kgbench/load)
     run_ok(
-        [PY, "-m", "kgbench", "-m", "backend=sim", "load=smoke", "threads=small", "nnMaxBatchSize=8,16",
-         f"runtime_config={config}", "mlflow.experiment=e2e", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+        [PY, "-m", "kgbench", "-m", "backend=sim", "load=smoke", "load.concurrency=[16]", "threads=small",
+         "nnMaxBatchSize=8,16", f"runtime_config={config}", "mlflow.experiment=e2e",
+         f"hydra.sweep.dir={tmp_path / 'multirun'}"],
         env, tmp_path, timeout=900,
     )  # fmt: skip
     client = MlflowClient(tracking_uri=uri)
