@@ -3,8 +3,10 @@
 A new store runs MLflow's schema migrations first: 3-7 s on two busy cores, paid again by every test that points
 kgbench, promote or `mlflow server` at a database of its own. Copying a migrated empty database takes milliseconds and
 is the same store to MLflow (the schema at head, the Default experiment in it), so tests that check what is recorded
-still start from an empty store; the README's own commands (tests/test_quickstart_clone.py, tests/katago/
-test_readme.py) keep making theirs, as a user's first run does."""
+still start from an empty store. One difference: the Default experiment's artifact folder is where the template was
+made (this process's ./mlruns/0), which nothing uses: kgbench and the tests record into experiments of their own,
+whose artifacts live beside the store (kgbench.track.tracking.ensure_experiment). The README's own commands
+(tests/test_quickstart_clone.py, tests/katago/test_readme.py) keep making their stores, as a user's first run does."""
 
 from __future__ import annotations
 
