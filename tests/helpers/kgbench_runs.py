@@ -20,6 +20,7 @@ from kgbench.__main__ import CONF_DIR, rewrite_overrides
 from kgbench.search.attrs import FAMILY_ATTR
 from kgbench.search.journal import open_storage
 from tests.conftest import REPO
+from tests.helpers.mlflow_store import seeded_uri
 
 # issue 28's 3 x 3 real-CPU space as an Optuna search (the search's own two keys left out), for `--space` and search
 # tests; benchmarks.contention's SEARCH narrows it the same way
@@ -37,10 +38,15 @@ def composed(*overrides: str) -> DictConfig:
         return compose("config", overrides=rewrite_overrides(list(overrides)))
 
 
-def run_kgbench(tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600) -> tuple[int, str]:
+def run_kgbench(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, timeout: float = 600, seed_store: bool = True
+) -> tuple[int, str]:
+    """`python -m kgbench ARGS` with the MLflow store tmp_path/mlflow.db (an empty one copied in first unless
+    `seed_store=False`: a test that checks kgbench makes no store), exit status and output."""
+    db = tmp_path / "mlflow.db"
     full_env = {
         **os.environ,
-        "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}",
+        "MLFLOW_TRACKING_URI": seeded_uri(db) if seed_store else f"sqlite:///{db}",
         "KGSERVE_SIM_DEVICE": f"kgbench-test-{os.getpid()}-{tmp_path.name}",
         "PYTHONUNBUFFERED": "1",
         **(env or {}),
@@ -75,7 +81,7 @@ def search_study(journal: Path, family: str) -> optuna.Study:
 
 
 def client_for(tmp_path: Path) -> MlflowClient:
-    return MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    return MlflowClient(tracking_uri=seeded_uri(tmp_path / "mlflow.db"))
 
 
 def runs_by_role(client: MlflowClient, role: str) -> list:
@@ -128,6 +134,9 @@ def stub_engine_config(tmp_path: Path, *backends: str, script: str = STUB_KATAGO
     stub.chmod(0o755)
     yaml = YAML()
     data: Any = yaml.load(path.read_text())
+    # a stand-in fails every start, and a job gives up at its second restart: the runtime's backoff (0.5 s, then
+    # 1 s) would only be waited out, job after job
+    data["engine"]["restart_backoff_initial_s"] = 0.05
     for backend in backends:
         data["engine"]["backends"][backend]["command"] = [str(stub)]
         data["engine"]["backends"][backend]["model"] = data["engine"]["backends"]["sim"]["model"]

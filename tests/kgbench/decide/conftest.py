@@ -12,6 +12,7 @@ from mlflow.tracking import MlflowClient
 
 from kgserve.settings import load_settings
 from tests.conftest import REPO
+from tests.helpers.mlflow_store import seeded_uri
 
 # the network runtime/config.yaml serves (its file name, as a job's model_file tag records it)
 SERVED_MODEL = load_settings().engine.model_for("cuda").name
@@ -79,19 +80,9 @@ class Store:
         return run_id
 
 
-@pytest.fixture(scope="session")
-def _store_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Creating the sqlite schema takes seconds: do it once, copy the empty database per test."""
-    root = tmp_path_factory.mktemp("mlflow-template")
-    MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}").search_experiments()
-    return root / "mlflow.db"
-
-
 @pytest.fixture
-def store(tmp_path: Path, _store_template: Path) -> Store:
-    db = tmp_path / "mlflow.db"
-    shutil.copy(_store_template, db)
-    uri = f"sqlite:///{db}"
+def store(tmp_path: Path) -> Store:
+    uri = seeded_uri(tmp_path / "mlflow.db")  # creating the sqlite schema takes seconds: an empty one copied in
     client = MlflowClient(tracking_uri=uri)
     exp = client.create_experiment("kgbench", artifact_location=(tmp_path / "mlruns").as_uri())
     return Store(uri=uri, client=client, experiment_id=exp, root=tmp_path)

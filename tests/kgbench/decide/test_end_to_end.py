@@ -23,6 +23,7 @@ from kgserve.provenance import read_provenance, render_header
 from kgserve.settings import load_settings
 from tests.conftest import REPO, kgserve_ready
 from tests.helpers.kgbench_runs import run_ok, runtime_config_copy
+from tests.helpers.mlflow_store import seeded_uri
 
 PY = sys.executable
 SAMPLE = REPO / "assets" / "analysis" / "inputs" / "tsumego_straight3_9x9.json"
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.slow
 def test_sweep_promote_serve(tmp_path: Path) -> None:
     config = runtime_config_copy(tmp_path)
     config.write_text(set_engine_backend(config.read_text(), "sim"))  # a runtime of the sim's: promote writes it
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = seeded_uri(tmp_path / "mlflow.db")
     env = {
         **os.environ,
         "MLFLOW_TRACKING_URI": uri,
@@ -41,9 +42,12 @@ def test_sweep_promote_serve(tmp_path: Path) -> None:
         "KGSERVE_SIM_DEVICE": "private",
         "KGSERVE_SIM_SPEED": "4",
     }
+    # one level a job, 16 in flight (load=smoke's higher one: the level verify replays below): the pipeline is what
+    # this test follows, the ladder has tests of its own (tests/kgbench/load)
     run_ok(
-        [PY, "-m", "kgbench", "-m", "backend=sim", "load=smoke", "threads=small", "nnMaxBatchSize=8,16",
-         f"runtime_config={config}", "mlflow.experiment=e2e", f"hydra.sweep.dir={tmp_path / 'multirun'}"],
+        [PY, "-m", "kgbench", "-m", "backend=sim", "load=smoke", "load.concurrency=[16]", "threads=small",
+         "nnMaxBatchSize=8,16", f"runtime_config={config}", "mlflow.experiment=e2e",
+         f"hydra.sweep.dir={tmp_path / 'multirun'}"],
         env, tmp_path, timeout=900,
     )  # fmt: skip
     client = MlflowClient(tracking_uri=uri)

@@ -26,6 +26,7 @@ from tests.helpers.kgbench_runs import (
     search_study,
     study_named,
 )
+from tests.helpers.mlflow_store import seeded_uri
 
 SPEED = {"KGSERVE_SIM_SPEED": "20"}  # a smoke job in ~10 s; the figures are not what these tests look at
 SEARCH = ["-m", "backend=sim", "load=smoke", "load.concurrency=[4]", "hparams_search=optuna",
@@ -99,7 +100,7 @@ def test_an_unwritable_or_corrupt_journal_is_refused_in_one_line_before_any_job(
 def _start_search(tmp_path: Path, args: list[str], name: str) -> tuple[subprocess.Popen[bytes], Path]:
     """`python -m kgbench ARGS` as run_kgbench runs it, in the background and in its own session (so its whole tree,
     kgserve and the sim, can be SIGKILLed); its output goes to NAME.log."""
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}", "PYTHONUNBUFFERED": "1",
+    env = {**os.environ, "MLFLOW_TRACKING_URI": seeded_uri(tmp_path / "mlflow.db"), "PYTHONUNBUFFERED": "1",
            "KGSERVE_SIM_DEVICE": f"kgbench-test-{os.getpid()}-{tmp_path.name}", **SPEED}  # fmt: skip
     log = tmp_path / f"{name}.log"
     argv = [sys.executable, "-m", "kgbench", *args, f"hydra.sweep.dir={tmp_path / name}"]

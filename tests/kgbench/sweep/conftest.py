@@ -1,4 +1,5 @@
-"""A real `mlflow server` (sqlite backend) on loopback, and stub PBS commands that run jobs on this machine."""
+"""A real `mlflow server` (sqlite backend) on loopback, stub PBS commands that run jobs on this machine, and one real
+two-job sim sweep for the tests that only read what it recorded."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import psutil
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers.kgbench_runs import run_kgbench
+from tests.helpers.mlflow_store import seeded_uri
 
 STUB = Path(__file__).with_name("pbs_stub.py")
 
@@ -56,7 +59,7 @@ def mlflow_server(tmp_path: Path) -> Iterator[str]:
     proc = subprocess.Popen(
         [
             *(sys.executable, "-m", "mlflow", "server"),
-            *("--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow-server.db'}"),
+            *("--backend-store-uri", seeded_uri(tmp_path / "mlflow-server.db")),
             *("--artifacts-destination", str(tmp_path / "mlflow-artifacts")),
             *("--host", "127.0.0.1", "--port", str(port), "--workers", "1"),
         ],
@@ -124,3 +127,21 @@ def pbs_stub(tmp_path: Path) -> Iterator[PBSStub]:
     finally:
         if stubs.job_ids():
             stubs.run("qdel", *stubs.job_ids())
+
+
+@dataclass(frozen=True)
+class SimSweep:
+    folder: Path  # as run_kgbench's tmp_path: mlflow.db, multirun/ (a job's folder each, the ledger)
+    code: int
+    out: str
+
+
+@pytest.fixture(scope="session")
+def two_job_sim_sweep(tmp_path_factory: pytest.TempPathFactory) -> SimSweep:
+    """`python -m kgbench -m backend=sim nnMaxBatchSize=8,32 load=smoke` (two levels a job), run once: a sweep takes
+    half a minute on two busy cores, and the tests that take it only read its store, its output and its folders."""
+    folder = tmp_path_factory.mktemp("two-job-sim-sweep")
+    code, out = run_kgbench(
+        folder, "-m", "backend=sim", "nnMaxBatchSize=8,32", "load=smoke", env={"KGSERVE_SIM_SPEED": "20"}
+    )
+    return SimSweep(folder, code, out)

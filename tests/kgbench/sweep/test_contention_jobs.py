@@ -19,6 +19,7 @@ from kgbench.decide import promote
 from kgbench.track.contention import ContentionSettings
 from kgbench.track.sampling.host import HostSampler
 from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
+from tests.helpers.mlflow_store import seeded_uri
 
 pytestmark = pytest.mark.slow
 
@@ -78,7 +79,7 @@ def test_a_quiet_job_is_not_flagged(tmp_path: Path) -> None:
 
 
 def _kgbench(tmp: Path, device: str, *args: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp / 'mlflow.db'}", "KGSERVE_SIM_DEVICE": device, **SIM}
+    env = {**os.environ, "MLFLOW_TRACKING_URI": seeded_uri(tmp / "mlflow.db"), "KGSERVE_SIM_DEVICE": device, **SIM}
     argv = [sys.executable, "-m", "kgbench", *SMOKE, *CHECK, "contention.remeasure=0", *args,
             f"hydra.run.dir={tmp / 'run'}"]  # fmt: skip
     return subprocess.Popen(argv, cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

@@ -18,6 +18,7 @@ from kgbench.track.plots import write_plots
 from kgserve.settings import load_settings
 from tests.conftest import REPO
 from tests.helpers.kgbench_runs import composed
+from tests.helpers.mlflow_store import seeded_uri
 
 
 def test_prepare_writes_the_cfg_and_a_job_local_kgserve_config(tmp_path: Path) -> None:
@@ -93,7 +94,7 @@ def test_unknown_key_fails_prepare(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_overhead_and_table_from_a_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", seeded_uri(tmp_path / "mlflow.db"))
     client = MlflowClient(tracking.tracking_uri())
     parent = tracking.create_sweep_run(client, "kgbench", "s1", "transport=http,direct")
     experiment = tracking.ensure_experiment(client, "kgbench")
@@ -161,7 +162,7 @@ def test_an_unexpected_error_becomes_a_failed_run(tmp_path: Path, monkeypatch: p
     def boom(*args: object) -> float:
         raise RuntimeError("the load generator fell over\nbadly")
 
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", seeded_uri(tmp_path / "mlflow.db"))
     monkeypatch.setattr(modes, "load_mode", boom)
     outcome = run_job(composed("backend=sim"), JobContext(job_dir=tmp_path / "job", overrides=["backend=sim"]))
     assert not outcome.ok and outcome.reason == "RuntimeError: the load generator fell over badly"

@@ -13,7 +13,7 @@ from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role, st
 @pytest.mark.slow
 def test_users_line_without_katago_is_refused_before_any_run(tmp_path: Path) -> None:
     """Every job would fail for want of KataGo: one message naming the fix, no MLflow run, nothing started."""
-    code, out = run_kgbench(tmp_path, "-m", "backend=cuda,trt", "nnMaxBatchSize=64,128,256")
+    code, out = run_kgbench(tmp_path, "-m", "backend=cuda,trt", "nnMaxBatchSize=64,128,256", seed_store=False)
     assert code == 2, out
     assert "Traceback" not in out, out
     assert "kgbench: nothing to run: no job can start here" in out and "nothing was recorded in MLflow" in out
@@ -27,22 +27,24 @@ def test_users_line_without_katago_is_refused_before_any_run(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_a_single_run_without_katago_is_refused_too(tmp_path: Path) -> None:
-    code, out = run_kgbench(tmp_path, "backend=eigen")
+    code, out = run_kgbench(tmp_path, "backend=eigen", seed_store=False)
     assert code == 2 and "nothing to run" in out and "engine.binary=PATH" in out, out
     assert not (tmp_path / "mlflow.db").exists()
 
 
 @pytest.mark.slow
 def test_a_sweep_runs_the_jobs_that_can_start_and_names_the_others(tmp_path: Path) -> None:
+    # one level (load=smoke has two): which jobs run and which are named skipped is what this test reads
     code, out = run_kgbench(tmp_path, "-m", "backend=sim,cuda", "nnMaxBatchSize=8", "load=smoke",
-                            env={"KGSERVE_SIM_SPEED": "20"})  # fmt: skip
+                            "load.concurrency=[4]", env={"KGSERVE_SIM_SPEED": "20"})  # fmt: skip
     assert code == 0, out
     assert "kgbench: skipping 1 of 2 jobs, which cannot start here (the other 1 run):" in out
     assert "kgbench sweep: 1 job(s), sorted by req/s" in out
-    assert "skipped before start: 1 job(s): backend=cuda nnMaxBatchSize=8 load=smoke: the engine binary" in out
+    skipped = "backend=cuda nnMaxBatchSize=8 load=smoke load.concurrency=[4]: the engine binary"
+    assert f"skipped before start: 1 job(s): {skipped}" in out
     client = client_for(tmp_path)
     (parent,) = runs_by_role(client, "sweep")
-    assert "backend=cuda nnMaxBatchSize=8 load=smoke: the engine binary" in parent.data.tags["kgbench.skipped_jobs"]
+    assert skipped in parent.data.tags["kgbench.skipped_jobs"]
     (job,) = runs_by_role(client, "job")
     assert job.data.tags["backend"] == "sim" and job.info.status == "FINISHED"
 

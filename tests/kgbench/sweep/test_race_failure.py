@@ -12,12 +12,13 @@ from mlflow.tracking import MlflowClient
 from kgbench.sweep import racing
 from kgbench.sweep.callbacks import ENV_PARENT
 from kgbench.track.schema import RACE
+from tests.helpers.mlflow_store import seeded_uri
 
 
 def test_a_race_that_fails_tags_the_sweeps_run_and_does_not_raise(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = seeded_uri(tmp_path / "mlflow.db")
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     client = MlflowClient(tracking_uri=uri)
     experiment = client.create_experiment("race-failure", artifact_location=str(tmp_path / "artifacts"))

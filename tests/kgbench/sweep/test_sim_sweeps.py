@@ -15,6 +15,8 @@ from kgserve.sim.model.throughput import predict_throughput
 from tests.conftest import REPO
 from tests.helpers.kgbench_runs import client_for, run_kgbench, runs_by_role
 
+from .conftest import SimSweep
+
 pytestmark = pytest.mark.slow
 
 
@@ -25,16 +27,14 @@ def artifact_paths(client: MlflowClient, run_id: str, path: str | None = None) -
     return out
 
 
-def test_two_job_sim_sweep_is_tracked_under_one_parent(tmp_path: Path) -> None:
-    code, out = run_kgbench(
-        tmp_path, "-m", "backend=sim", "nnMaxBatchSize=8,32", "load=smoke", env={"KGSERVE_SIM_SPEED": "20"}
-    )
+def test_two_job_sim_sweep_is_tracked_under_one_parent(two_job_sim_sweep: SimSweep) -> None:
+    code, out = two_job_sim_sweep.code, two_job_sim_sweep.out  # nnMaxBatchSize=8,32 load=smoke (conftest.py)
     assert code == 0, out
     assert "Traceback" not in out
     assert "kgbench sweep: 2 job(s), sorted by req/s" in out
     assert "sweep: 1 of 2 jobs done in " in out and "left" in out  # the sweep's progress, off a terminal
     assert "best job is run " in out and "promote it: python -m kgbench.promote --allow-simulated" in out
-    client = client_for(tmp_path)
+    client = client_for(two_job_sim_sweep.folder)
     assert client.get_experiment_by_name("kgbench") is None  # simulated figures never sit beside real ones
     (parent,) = runs_by_role(client, "sweep")
     assert client.get_experiment(parent.info.experiment_id).name == "kgbench-sim"

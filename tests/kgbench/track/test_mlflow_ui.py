@@ -15,13 +15,14 @@ from mlflow.tracking import MlflowClient
 from kgbench.track import mlflow_ui, tracking
 from kgbench.track.naming import job_name
 from kgbench.track.tracking import tidy
+from tests.helpers.mlflow_store import seeded_uri
 
 
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowClient]:
     """One store for the module (creating the sqlite schema takes seconds); each test its own experiment."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path_factory.mktemp('mlflow') / 'mlflow.db'}")
+        patch.setenv("MLFLOW_TRACKING_URI", seeded_uri(tmp_path_factory.mktemp("mlflow") / "mlflow.db"))
         yield tracking.make_client()
 
 
