@@ -10,7 +10,7 @@ import sys
 
 sys.path.insert(0, ".")  # the checkout's tests/ (the rule's own rig)
 
-from tests.kgserve.engine.dispatch_rig import Rig  # noqa: E402
+from tests.kgserve.engine.dispatch_rig import Rig
 
 
 def steps() -> list[tuple[int, int, int, int, int]]:
