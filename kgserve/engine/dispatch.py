@@ -102,8 +102,9 @@ class Dispatch(Settler):
         load = piece.router.load
         load.finished(turns, visits)
         if visits and piece.at_once:
-            for _ in range(turns):
-                load.ran(piece.stream.visits_per_turn, time.monotonic() - piece.written_at)
+            elapsed = time.monotonic() - piece.written_at
+            for _ in range(turns):  # one a final line: a turn
+                load.ran(piece.stream.visits_per_turn, elapsed)
         self._release(piece.stream.client, turns)
 
     def freed(self, router: Router) -> None:
