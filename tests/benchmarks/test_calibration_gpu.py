@@ -13,6 +13,7 @@ import pytest
 from benchmarks.calibration.gpu import derive_from_run, derive_transformer_from, main
 from benchmarks.calibration.gpu_data import Measurements, read_data, read_jsonl
 from benchmarks.calibration.gpu_fit import fit, fit_memory, hit_share, quality, round_profile, score
+from benchmarks.calibration.public_h200 import MIN_RHO, TOLERANCE, check, passes, read_grid
 from kgbench.nets import PINNED_ARCHITECTURE
 from kgserve.sim.model.profiles import DEFAULT_PROFILE, get_profile
 from tests.conftest import REPO
@@ -138,3 +139,17 @@ def test_cli_scores_saves_and_derives(tmp_path: Path, capsys: pytest.CaptureFixt
     assert saved["profile"]["name"] == "h100-b40c768nbt" and len(saved["points"]) == 20
     with pytest.raises(SystemExit):
         main(["--data", str(RESULTS), "--net", "no-such-net"])  # no points: a clear error
+
+
+def test_the_public_h200_record_is_read_and_the_b28_profile_holds_to_it() -> None:
+    """The mission's node's `katago benchmark` grid (docs/data/issue42/hopper-34-20260119/): 5 CUDA and 5 TensorRT
+    points; the sim's b28c512nbt H200 profile within 25% of each CUDA point, in the same order; the profiles of other
+    nets are not (a check that can fail)."""
+    grid = read_grid()
+    assert [(p.backend, p.threads) for p in grid][:5] == [("cuda", t) for t in (64, 128, 192, 256, 384)]
+    assert max(p.visits_per_s for p in grid) == 5138  # TensorRT at 384 x 384: the user's baseline
+    rows = check(grid, get_profile("h200-b28c512nbt"))
+    assert len(rows) == 5 and all(abs(r.error) <= TOLERANCE for r in rows) and passes(rows)
+    assert [r.trt_visits_per_s for r in rows] == [3507, 4277, 4578, 4813, 5138]
+    assert not passes(check(grid, get_profile("h200-b40c768")))  # 3.2x the FLOPs: far too slow for this net
+    assert MIN_RHO == 0.8

@@ -41,6 +41,11 @@ measured it yet. The profile it replaces (set from the public figures in
 tests/data/katago-reference/performance-facts.md) reached 8,565 NN evals/s: more than the card's FP16 roofline
 (5,937/s) allows.
 
+``h200-b28c512nbt`` (kind ``gpu``): the b28c512nbt convnet (52.2 GFLOP) on the H200, the net of the one public H200
+record (the mission's node's ``katago benchmark`` grid, docs/data/issue42/). **Derived** from ``h200-b40c768`` by the
+nets' FLOPs (per row) and kernels (per batch), then **checked** against that record: its 5 CUDA points within 10%,
+Spearman 1.0 (``python -m benchmarks.calibration.public_h200``; docs/throughput-model.md).
+
 ``cpu-eigen-b6c96`` (kind ``cpu``): KataGo's Eigen (CPU) backend running the 6-block test network
 (g170-b6c96) on a 2-core x86-64 host (AVX2). Measured with ``python -m benchmarks.calibration``
 (table in docs/throughput-model.md). On the Eigen backend the neural net runs on the same cores as the search:
@@ -152,6 +157,23 @@ H200_B40C768 = replace(
     nets=("b40c768nbt", "kata1-zhizi-b40c768nbt", "kata1-b40c768nbt"),
 )
 
+# the b28c512nbt convnet on the H200, scaled from H200_B40C768 by the rule derive_transformer applies to any two nets of
+# one kind (per row the FLOPs, per batch the kernels, memory the weights and a row's widest buffers) and checked
+# against the one public H200 record, the mission's node's `katago benchmark` grid (docs/throughput-model.md, "The
+# H200 against its public record": 5 CUDA points within 10%, Spearman 1.0):
+#   python -m benchmarks.calibration.public_h200 --derive
+H200_B28C512NBT = replace(
+    H200_B40C768,
+    name="h200-b28c512nbt",
+    d0=0.00642,
+    d1=0.000112,
+    weights_gb=0.224,
+    row_gb=0.00199,
+    # b28c512nbt: 52.206 GFLOP per evaluation (python -m kgbench.nets flops on its synthetic net)
+    net_gflop=52.206,
+    nets=("b28c512nbt", "kata1-b28c512nbt"),
+)
+
 H100_B10C384H6NBTTFLRS = DeviceProfile(
     name="h100-b10c384h6nbttflrs",
     kind="gpu",
@@ -240,7 +262,8 @@ CPU_EIGEN_B6C96 = DeviceProfile(
 )
 
 PROFILES: dict[str, DeviceProfile] = {
-    p.name: p for p in (H200_B11C768, H200_B40C768, H100_B40C768NBT, H100_B10C384H6NBTTFLRS, CPU_EIGEN_B6C96)
+    p.name: p
+    for p in (H200_B11C768, H200_B40C768, H200_B28C512NBT, H100_B40C768NBT, H100_B10C384H6NBTTFLRS, CPU_EIGEN_B6C96)
 }
 # the pinned network's layout on the mission's card (kgbench.nets.PINNED_ARCHITECTURE; a test holds them together)
 DEFAULT_PROFILE = H200_B11C768.name

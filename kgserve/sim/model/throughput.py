@@ -3,7 +3,8 @@
 KGSERVE_SIM_PROFILE picks the profile: `h200-b11c768` (default, kind gpu: the pinned transformer on an H200, derived
 from the KaTrain net's H100 fit; without the knob a synthetic net of a layout another profile stands for gets that
 one), `h100-b10c384h6nbttflrs` (the KaTrain net, fitted to a real H100 run), `h200-b40c768` and `h100-b40c768nbt`
-(the b40c768nbt convnet: derived, and fitted to real H100 runs) or `cpu-eigen-b6c96` (kind cpu: KataGo's Eigen
+(the b40c768nbt convnet: derived, and fitted to real H100 runs), `h200-b28c512nbt` (derived, checked against the
+public H200 record) or `cpu-eigen-b6c96` (kind cpu: KataGo's Eigen
 backend with the 6-block test network on 2 cores, calibrated on a real KataGo; its steady state is
 `throughput_cpu.py`). docs/throughput-model.md has the measurements and the fits.
 

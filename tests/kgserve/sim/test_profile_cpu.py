@@ -81,12 +81,19 @@ def test_the_host_is_the_device_and_a_query_costs_cpu() -> None:
 
 
 def test_profiles_are_named_and_unknown_ones_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert set(PROFILES) == {CPU, DEFAULT_PROFILE, "h200-b40c768", "h100-b40c768nbt", "h100-b10c384h6nbttflrs"}
+    assert set(PROFILES) == {
+        CPU,
+        DEFAULT_PROFILE,
+        "h200-b40c768",
+        "h200-b28c512nbt",
+        "h100-b40c768nbt",
+        "h100-b10c384h6nbttflrs",
+    }
     assert SimParams.from_cfg({}).profile == DEFAULT_PROFILE
     assert predict_throughput({"numAnalysisThreads": 64}, 500, 64) == predict_throughput(
         {"numAnalysisThreads": 64}, 500, 64, profile=DEFAULT_PROFILE
     )
-    known = "cpu-eigen-b6c96, h100-b10c384h6nbttflrs, h100-b40c768nbt, h200-b11c768, h200-b40c768"
+    known = "cpu-eigen-b6c96, h100-b10c384h6nbttflrs, h100-b40c768nbt, h200-b11c768, h200-b28c512nbt, h200-b40c768"
     with pytest.raises(ValueError, match=f"unknown sim profile 'gpu9'; known: {known}"):
         get_profile("gpu9")
     monkeypatch.setenv("KGSERVE_SIM_PROFILE", CPU)
@@ -117,7 +124,7 @@ def test_the_sim_process_runs_the_chosen_profile(tmp_path: Path) -> None:
     bad = _run_sim(tmp_path, "tpu")
     assert bad.returncode == 1
     assert bad.stdout == ""
-    known = "cpu-eigen-b6c96, h100-b10c384h6nbttflrs, h100-b40c768nbt, h200-b11c768, h200-b40c768"
+    known = "cpu-eigen-b6c96, h100-b10c384h6nbttflrs, h100-b40c768nbt, h200-b11c768, h200-b28c512nbt, h200-b40c768"
     assert f"Error: unknown sim profile 'tpu'; known: {known}" in bad.stderr
 
 
@@ -129,6 +136,7 @@ def test_the_profile_follows_a_synthetic_net_of_a_layout_it_stands_for(
     assert profile_for_model("synthetic-b11c768h12nbt3tflrs-fson-silu") == DEFAULT_PROFILE == "h200-b11c768"
     assert profile_for_model("kata1-tf3-b11c768-s11001M-d5973M") == "h200-b11c768"
     assert profile_for_model("kata1-zhizi-b40c768nbt-s11272M-d5935M") == "h200-b40c768"
+    assert profile_for_model("kata1-b28c512nbt-s12223529728-d5663671073") == "h200-b28c512nbt"  # the public H200 grid's
     assert profile_for_model("kgsim-b40c768") is None and profile_for_model("synthetic-b2c32nbt") is None
     net = tmp_path / "b40.bin"
     net.write_bytes(b"synthetic-b40c768nbt\n15\n22\n19\n")  # the model name is all the sim reads of it
