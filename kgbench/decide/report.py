@@ -27,6 +27,7 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from kgbench.decide import runs as runlib
+from kgbench.decide.baseline import baseline_text
 from kgbench.decide.nets import CHOICE_NOTE, net_bests, net_of, nets_frame
 from kgbench.decide.reportplots import concurrency_plot, pareto_plot
 from kgbench.decide.selection import RULE, Selection
@@ -176,6 +177,7 @@ def _summary(
     decision: str | None,
     start: ColdStart,
     nets: pd.DataFrame | None = None,
+    baseline: str | None = None,
 ) -> str:
     simulated = bool(table["simulated"].any()) if not table.empty else False
     lines = [
@@ -201,6 +203,8 @@ def _summary(
         )
     if winner and decision and not several:
         lines.append(f"- decision: {decision}")
+    if baseline:
+        lines.append(f"- against the users' own grid: {baseline}")
     if several:
         lines.append(f"- several networks: {CHOICE_NOTE}")
     if not winner and not (several and table["winner"].any()):
@@ -274,6 +278,7 @@ def write_report(
             selection.decision.explanation if selection is not None and selection.decision else None,
             cold_start(runs),
             nets,
+            next((baseline_text(r) for r in runs if r.info.run_id == winner), None),
         ),
         encoding="utf-8",
     )

@@ -40,6 +40,7 @@ def headline(q: Qualification) -> dict[str, Any]:
         "bottleneck_figures": q.best["bottleneck_figures"],
         "knob": q.best["knob"],
         "decision": q.best["decision"],
+        "baseline": q.best.get("baseline"),
     }
 
 
@@ -117,6 +118,8 @@ def _markdown(q: Qualification, head: dict[str, Any]) -> str:
         lines.append(f"\ncfg: `{json.dumps(head['cfg'])}`; {head['decision']}")
         if head.get("knob"):
             lines.append(f"\nWhat would move it: {head['knob']}.")
+        if head.get("baseline"):
+            lines.append(f"\nAgainst the node's users' own grid: {head['baseline']}.")
     elif q.options.steps is not None and "promote" not in q.options.steps:
         lines.append(f"Not promoted (--steps {','.join(sorted(q.options.steps))}): every job's figures are below.")
     else:

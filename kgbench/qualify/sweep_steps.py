@@ -10,6 +10,7 @@ from typing import Any
 from mlflow.entities import Run
 
 from kgbench.decide import runs as runlib
+from kgbench.decide.baseline import baseline_text
 from kgbench.decide.selection import choose_winner
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.runner import StepFailed, StepRecord, run_command
@@ -223,6 +224,7 @@ def promote_best(q: Qualification, record: StepRecord) -> str:
         "bottleneck_figures": run.data.tags.get(BOTTLENECK_FIGURES, ""),
         "knob": run.data.tags.get(BOTTLENECK_KNOB, ""),
         "decision": selection.decision.explanation if selection.decision else "",
+        "baseline": baseline_text(run),
     }
     record.data.update(q.best, config=str(q.scratch_dir / "config.yaml"))
     return f"run {winner.run_id[:8]} {q.best['label']}: {winner.req_per_s or math.nan:.1f} req/s -> {q.scratch_dir}"
