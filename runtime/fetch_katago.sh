@@ -171,9 +171,19 @@ fetch_backend() {  # BACKEND
   kg_log "ready: $dir/katago (KataGo $KG_RELEASE_VERSION, $backend)"
 }
 
+describe_network() {  # PATH: layout, weights and FLOPs per evaluation, and whether kgbench.nets synth knows the layout
+  if "$KG_PY" -c 'import kgbench.nets' >/dev/null 2>&1; then
+    "$KG_PY" -m kgbench.nets flops "$1" >&2 \
+      || kg_log "warning: could not describe $1 (python -m kgbench.nets flops): not a KataGo network this project reads"
+  else
+    kg_log "note: kgbench is not installed here; describe the network with: python -m kgbench.nets flops $1"
+  fi
+}
+
 fetch_network() {
   fetch_file "$KG_RELEASE_NETWORK_URL" "$KG_RELEASE_NETWORK_PATH" release.network.sha256 \
     "${KG_RELEASE_NETWORK_SHA256:-}" "${KG_RELEASE_NETWORK_SIZE_BYTES:-}"
+  describe_network "$KG_RELEASE_NETWORK_PATH"
   if [ "$KG_ENGINE_MODEL" != "$KG_RELEASE_NETWORK_PATH" ]; then
     kg_log "note: engine.model is $KG_ENGINE_MODEL, not the pinned network $KG_RELEASE_NETWORK_PATH"
   fi
@@ -186,6 +196,7 @@ fetch_alternative() {  # NAME: release.alternatives.NAME
   path="$(kg_runtime_config get "$key.path")"
   fetch_file "$url" "$path" "$key.sha256" "$(kg_runtime_config get "$key.sha256")" \
     "$(kg_runtime_config get "$key.size_bytes")"
+  describe_network "$path"
   kg_log "alternative network $1 at $path: serve it with engine.model: models/$(basename "$path")"
 }
 

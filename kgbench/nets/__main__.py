@@ -17,6 +17,7 @@ from pathlib import Path
 
 from kgbench.nets.architectures import ARCHITECTURES, architecture
 from kgbench.nets.description import PARTS, NetDescription
+from kgbench.nets.layouts import known_layout, layout_line
 from kgbench.nets.parse import describe_model
 from kgbench.nets.stream import ModelFormatError
 from kgbench.nets.synth import write_synthetic
@@ -31,6 +32,7 @@ def describe(net: NetDescription, board: int) -> dict[str, object]:
     return {
         "name": net.name,
         "architecture": net.architecture,
+        "known_layout": known_layout(net),
         "version": net.version,
         "synthetic": net.synthetic,
         "blocks": len(net.block_kinds),
@@ -63,7 +65,8 @@ def _print_description(net: NetDescription, board: int) -> None:
         f"  {flops / 1e9:.3f} GFLOP per {board}x{board} evaluation: {split}\n"
         f"  2 x weights x points = {net.rule_of_thumb_flops(board) / 1e9:.3f} GFLOP "
         f"(ratio {flops / net.rule_of_thumb_flops(board):.3f}; attention's points^2 products "
-        f"{net.attention_flops(board) / 1e9:.3f})"
+        f"{net.attention_flops(board) / 1e9:.3f})\n"
+        f"{layout_line(net)}"
     )
 
 

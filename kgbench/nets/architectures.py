@@ -17,10 +17,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ARCHITECTURES", "PINNED_ARCHITECTURE", "Architecture", "Transformer", "architecture"]
+__all__ = [
+    "ARCHITECTURES",
+    "PARAMS",
+    "PINNED_ARCHITECTURE",
+    "PINNED_LAYOUT_KNOWN",
+    "PINNED_NETWORK",
+    "Architecture",
+    "Transformer",
+    "architecture",
+]
 
-# the architecture of the network runtime/config.yaml pins (docs/runbook.md, "Re-pinning KataGo and the network"):
-# what `synthetic:` nets stand for by default (qualify, the sim's default profile); re-pinning updates it
+# the network runtime/config.yaml pins (docs/runbook.md, "Re-pinning KataGo and the network"), and whether its own
+# layout is one synth knows. When it is, PINNED_ARCHITECTURE is that layout. When it is not (False: the pin's layout is
+# published nowhere and its file was not read here; runtime/fetch_katago.sh describes it where it is fetched),
+# PINNED_ARCHITECTURE is the nearest known layout of its family, which `synthetic:` nets and the sim's default profile
+# stand for: not the pinned file's cost, and every report that uses it says so
+PINNED_NETWORK = "kata1-tf3-b11c768-s11003M-d5973M-7gres"
+PINNED_LAYOUT_KNOWN = False
 PINNED_ARCHITECTURE = "b11c768h12nbt3tflrs-fson-silu"
 
 
@@ -114,3 +128,17 @@ def architecture(name: str) -> Architecture:
     except KeyError:
         known = ", ".join(ARCHITECTURES)
         raise ValueError(f"unknown architecture {name!r}; known: {known}") from None
+
+
+# each layout's parameters as KataGo counts them (`python -m kgbench.nets flops` on a synthetic net of it): with the
+# trunk, the blocks and the attention layers, how `kgbench.nets.layouts.known_layout` recognises a real file's layout
+PARAMS: dict[str, int] = {
+    "b40c768nbt": 232_532_105,
+    "b28c512nbt": 72_830_569,
+    "b18c384nbt": 26_370_713,
+    "b11c768h12nbt3tflrs-fson-silu": 70_442_025,
+    "b10c512h8nbt3tflrs-fson-silu-rsnh": 28_537_801,
+    "b10c384h6nbttflrs": 10_545_753,
+    "b2c32nbt": 29_409,
+    "b2c32h2nbttflrs": 16_129,
+}

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kgbench.nets.architectures import ARCHITECTURES, PINNED_ARCHITECTURE
+from kgbench.nets.architectures import ARCHITECTURES, PINNED_ARCHITECTURE, PINNED_LAYOUT_KNOWN
 from kgbench.qualify.context import Qualification
 from kgbench.qualify.options import SCALES, QualifyOptions, parse_budget
 from kgbench.qualify.runner import Budget
@@ -38,7 +38,12 @@ def _parser() -> argparse.ArgumentParser:
         "--net",
         default=f"synthetic:{PINNED_ARCHITECTURE}",
         help=f"katrain (the katrain extra's net), synthetic:ARCH ({', '.join(ARCHITECTURES)}) or a model file "
-        f"(default: synthetic:{PINNED_ARCHITECTURE}, the pinned network's architecture)",
+        f"(default: synthetic:{PINNED_ARCHITECTURE}, "
+        + (
+            "the pinned network's layout)"
+            if PINNED_LAYOUT_KNOWN
+            else "the nearest known layout of the pinned network's family: its own is not known here, docs/runbook.md)"
+        ),
     )
     p.add_argument("--budget", default="20m", help="time for the whole qualification, e.g. 10m, 1h (default 20m)")
     p.add_argument("--scale", default=None, choices=sorted(SCALES),

@@ -57,7 +57,7 @@ def test_pin_edits_one_line_and_keeps_digit_only_digests_strings(tmp_path: Path)
     changed = [(a, b) for a, b in zip(original.splitlines(), path.read_text().splitlines(), strict=True) if a != b]
     assert changed == [
         ("    trt: null", f'    trt: "{"1" * 64}"'),
-        ("    sha256: null", f'    sha256: "{"ab" * 32}"'),
+        ("    sha256: 93bdb63a3bfae4a70db0cb5265287495ecfc10b1ba1cc6814feeba1cdf055871", f'    sha256: "{"ab" * 32}"'),
         ("      sha256: null", f'      sha256: "{"cd" * 32}"'),
     ]
     release = load_settings(path).release

@@ -25,6 +25,8 @@ from kgbench.nets import (
     write_synthetic,
 )
 from kgbench.nets.__main__ import main as nets_main
+from kgbench.nets.architectures import PARAMS, PINNED_LAYOUT_KNOWN, PINNED_NETWORK
+from kgbench.nets.layouts import known_layout, layout_line
 from kgserve.settings import load_settings
 from tests.conftest import REPO
 
@@ -97,12 +99,33 @@ def test_a_truncated_or_foreign_file_names_what_did_not_parse(tmp_path: Path, ti
         describe_model(trailing)
 
 
-def test_the_pinned_architecture_is_the_pinned_networks() -> None:
+def test_the_pinned_architecture_is_the_pinned_networks_or_said_to_stand_in_for_it() -> None:
     """PINNED_ARCHITECTURE (what `synthetic:` qualifications and the sim's default stand for) moves with
-    runtime/config.yaml's pinned network (docs/runbook.md, "Re-pinning KataGo and the network")."""
+    runtime/config.yaml's pinned network (docs/runbook.md, "Re-pinning KataGo and the network"); where the pin's own
+    layout is not known here, PINNED_NETWORK names the pin and PINNED_ARCHITECTURE is a known layout of its family."""
     release = load_settings().release
-    assert release is not None and release.network.name.startswith(PINNED_ARCHITECTURE)
+    assert release is not None
+    if PINNED_LAYOUT_KNOWN:
+        assert release.network.name.startswith(PINNED_ARCHITECTURE)
+    else:
+        assert release.network.name == f"{PINNED_NETWORK}.bin.gz"
+        family = PINNED_ARCHITECTURE.split("h", 1)[0]  # b11c768
+        assert family in PINNED_NETWORK
     assert architecture(PINNED_ARCHITECTURE).transformer is not None
+
+
+def test_a_files_layout_is_named_only_when_it_matches_a_known_one_exactly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`flops` names the layout synth knows a file to be, and says plainly when it knows none (never a near one)."""
+    for name in ("b2c32nbt", "b2c32h2nbttflrs", "b10c384h6nbttflrs"):  # the table holds what synth writes
+        path = tmp_path / f"{name}.bin"
+        write_synthetic(architecture(name), path)
+        assert describe_model(path).params == PARAMS[name] and known_layout(describe_model(path)) == name
+    net = describe_model(tmp_path / "b2c32nbt.bin")
+    monkeypatch.setitem(PARAMS, "b2c32nbt", PARAMS["b2c32nbt"] + 1)  # a file one parameter away: another layout
+    assert known_layout(net) is None
+    assert "NOT one kgbench.nets synth knows (b2c32nbt, 29,409 params)" in layout_line(net)
 
 
 def test_synth_refuses_an_extension_katago_would_misread(tmp_path: Path) -> None:
