@@ -227,6 +227,15 @@ def _summary(
     return "\n".join(lines)
 
 
+def _served_best(table: pd.DataFrame, winner: str | None) -> str | None:
+    """The run put beside the users' own grid: the rule's winner, else the best finished run without errors (a
+    synthetic net's, which promote never chooses, still measures the layout's speed)."""
+    if winner or table.empty:
+        return winner
+    clean = table[(table["status"] == "FINISHED") & (table["errors"].fillna(0) == 0)]
+    return str(clean["run_id"].iloc[0]) if not clean.empty else None
+
+
 def write_report(
     client: MlflowClient, parent: Run, out_dir: Path, log_to_mlflow: bool = True, artifact_path: str | None = "report"
 ) -> Report:
@@ -278,7 +287,7 @@ def write_report(
             selection.decision.explanation if selection is not None and selection.decision else None,
             cold_start(runs),
             nets,
-            next((baseline_text(r) for r in runs if r.info.run_id == winner), None),
+            next((baseline_text(r) for r in runs if r.info.run_id == _served_best(table, winner)), None),
         ),
         encoding="utf-8",
     )
