@@ -1,6 +1,6 @@
 """The sim against the one public record of KataGo on an H200: the mission's node's `katago benchmark` grid.
 
-``python -m benchmarks.calibration.public_h200 [--profile NAME] [--derive] [--json OUT]``
+``python -m benchmarks.calibration.public_h200 [--profile NAME] [--derive] [--json OUT] [--measured GRID.tsv]``
 
 The record (docs/data/issue42/hopper-34-20260119/, from the public repository hawkoli1987/KataGo): KataGo v1.16.4,
 ``kata1-b28c512nbt-s12223529728-d5663671073``, ``katago benchmark -threads T -fixed-batch-size T -visits V
@@ -9,7 +9,9 @@ TensorRT 8.6.1, visits/s of each. Each CUDA point is put to the sim's own benchm
 ``python -m kgserve.sim benchmark`` prints: ``benchmark_figures``) under the profile that stands for that net on the
 H200 (``h200-b28c512nbt``); the check passes when every point is within ``TOLERANCE`` and the order holds (Spearman
 >= ``MIN_RHO``). ``--derive`` prints how that profile is scaled from ``h200-b40c768`` (the H100 fit's H200
-derivation) to the b28c512nbt layout. The sim has no TensorRT: the TensorRT column is printed as the ratio to CUDA.
+derivation) to the b28c512nbt layout; ``--measured`` puts this project's own run of the same grid
+(``benchmarks/gpu_h200.sh --grid`` writes it, KataGo v1.17.2 on a synthetic b28c512nbt) beside the record and the
+sim. The sim has no TensorRT: the TensorRT column is printed as the ratio to CUDA.
 Table and reading: docs/throughput-model.md, "The H200 against its public record".
 """
 
@@ -68,7 +70,7 @@ def read_grid(path: Path = RECORD) -> list[GridPoint]:
                 int(row["batch_size"]),
                 int(row["visits"]),
                 int(row["num_positions"]),
-                float(row["visits_per_sec"]),
+                float(row["visits_per_sec"] or 0),
             )
             for row in csv.DictReader(fh, delimiter="\t")
         ]
@@ -138,17 +140,36 @@ def derive_profile() -> str:
     )
 
 
+def render_measured(ours: Sequence[GridPoint], theirs: Sequence[GridPoint], profile: DeviceProfile) -> str:
+    """This project's run of the grid beside the record's CUDA points and the sim, point by point."""
+    record = {p.threads: p.visits_per_s for p in theirs if p.backend == "cuda"}
+    lines = ["threads=batch  visits  ours v/s (v1.17.2)  theirs v/s (v1.16.4 CUDA)  ours/theirs  sim v/s"]
+    for p in ours:
+        params = SimParams(1, p.threads, p.batch, SERVER_THREADS, 20, max_visits=p.visits, profile=profile)
+        sim = benchmark_figures(params, p.visits).visits_per_s
+        other = record.get(p.threads)
+        ratio = f"{p.visits_per_s / other:.2f}" if other and p.visits_per_s else "-"
+        lines.append(
+            f"{p.threads:>13}  {p.visits:>6}  {p.visits_per_s:>18,.0f}  {other or 0:>25,.0f}  {ratio:>11}  {sim:>7,.0f}"
+        )
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.calibration.public_h200", description=__doc__)
     parser.add_argument("--profile", default=PROFILE, help=f"the sim profile to check (default {PROFILE})")
     parser.add_argument("--derive", action="store_true", help="also print how the profile is derived")
     parser.add_argument("--json", type=Path, help="write the checked points here")
+    parser.add_argument("--measured", type=Path, help="this project's run of the grid (gpu_h200.sh --grid's grid.tsv)")
     args = parser.parse_args(argv)
     profile = get_profile(args.profile)
     rows = check(read_grid(), profile)
     print(render(rows, profile))
     if args.derive:
         print(derive_profile())
+    if args.measured:
+        ours = [p for p in read_grid(args.measured) if p.visits_per_s > 0]
+        print(render_measured(ours, read_grid(), profile))
     if args.json:
         args.json.write_text(
             json.dumps(
