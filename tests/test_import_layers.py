@@ -71,6 +71,13 @@ def _function_local_imports(path: Path) -> list[str]:
     return found
 
 
+# The entry point only: its light paths (--help, --cfg, a refused run) must not load the job's modules (MLflow,
+# matplotlib, Optuna), which it imports inside the functions that run a job or print a search
+# (tests/kgbench/test_light_paths.py); lint-imports still sees those imports.
+LAZY_ENTRY_POINTS = {REPO / "kgbench" / "__main__.py"}
+
+
 def test_kgbench_has_no_function_local_import_of_project_modules() -> None:
-    found = [hit for path in sorted((REPO / "kgbench").rglob("*.py")) for hit in _function_local_imports(path)]
+    paths = sorted(set((REPO / "kgbench").rglob("*.py")) - LAZY_ENTRY_POINTS)
+    found = [hit for path in paths for hit in _function_local_imports(path)]
     assert found == []
