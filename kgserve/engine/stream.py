@@ -37,7 +37,9 @@ class StreamOwner(Protocol):
 
 class EngineLine(Protocol):
     """One engine's pieces in flight, as the dispatch (who holds turns) and the settler (who ends queries) see it:
-    kgserve.engine.router.Router, which starts them. Its state is its own: they read it and ask, never reach in."""
+    kgserve.engine.router.Router, which starts them. Its pieces are its own: they ask it to write, terminate, drop
+    or give back a piece, never touch its tables; `load` is the dispatch's count kept per engine, and the settler
+    counts each query's outcome in `counters`."""
 
     owner: Any  # the Engine (what a stream's `engine` says; its `suspect` flag orders the engines)
     label: str
