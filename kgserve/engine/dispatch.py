@@ -27,7 +27,8 @@ answers queued ones (`noResults`), written ones through the engine.
 
 The dispatch holds the turns (the queue, each client's holding, the lending timers); the routers start them
 (kgserve.engine.router, seen here only as kgserve.engine.stream.EngineLine) and report back through
-kgserve.engine.holder.TurnHolder, which the Dispatch is; its Settler ends queries. None reaches into another's state.
+kgserve.engine.holder.TurnHolder, which the Dispatch is; its Settler ends queries. Each asks the others through
+those contracts, never through their tables.
 """
 
 from __future__ import annotations
