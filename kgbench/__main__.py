@@ -9,6 +9,11 @@ none could start (nothing recorded: kgbench.sweep.preflight).
 
 `python -m kgbench --space [-m] hparams_search=optuna ...` prints a search's space, budget and sampler and runs
 nothing (docs/sweeps.md shows how to narrow it).
+
+Hydra answers `--help`, `--cfg`, `--info` and a refused single run before or without a job: those paths import only
+Hydra, the preflight and this module. The job's own modules (MLflow, matplotlib through kgbench.track, ~1.5 s) and the
+search's (Optuna) are imported inside the functions that use them, once per process (docs/performance.md: 2.0 s
+against a bare Hydra app's 0.2 s before; tests/kgbench/test_light_paths.py keeps it so).
 """
 
 from __future__ import annotations
@@ -21,18 +26,15 @@ from pathlib import Path
 
 import hydra
 from hydra import compose, initialize_config_dir
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from kgbench.search.optuna_sweeper import describe_search, rewrite_keys
-from kgbench.search.space import SearchError, parse_space
-from kgbench.search.start import FACTORS, KATAGO
-from kgbench.sweep import preflight, state
-from kgbench.sweep.job import context_from_hydra, run_job
-from kgbench.track.tracking import use_configured_uri
+from kgbench.sweep import state
+from kgbench.sweep.labels import display_overrides
 from kgserve.paths import PROJECT_ROOT
 
-__all__ = ["CONF_DIR", "hydra_job", "job_function", "main", "rewrite_overrides", "show_space"]
+__all__ = ["CONF_DIR", "hydra_job", "job_function", "main", "rewrite_overrides", "show_space", "single_run_refusal"]
 
 CONF_DIR = PROJECT_ROOT / "conf"
 _PLAIN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=", re.DOTALL)
@@ -61,15 +63,31 @@ def with_grid_sweeper(args: Sequence[str]) -> list[str]:
     return [*out, "hydra/sweeper=kgbench_grid"] if multirun and not named else out
 
 
+def single_run_refusal(cfg: DictConfig) -> str | None:
+    """Why a single run (no -m) cannot start here, before anything is recorded (kgbench.sweep.preflight; a sweep's
+    sweeper asks for all its jobs at once); None when it can, or in a multirun."""
+    from kgbench.sweep import preflight  # kgserve's settings (pydantic): not on the --help and --cfg paths
+
+    hydra_cfg = HydraConfig.get()
+    if hydra_cfg.mode is not None and str(hydra_cfg.mode.name) == "MULTIRUN":
+        return None
+    label = display_overrides(list(hydra_cfg.overrides.task)) or "defaults"
+    return preflight.plan([(label, cfg)]).refusal()
+
+
 def job_function(cfg: DictConfig) -> float:
     """The plain job function: run one job, never raise, return its req/s (NaN when it failed). A single run (no
     -m) whose engine cannot start is refused before anything is recorded, as a sweep is (kgbench.sweep.preflight)."""
-    use_configured_uri(cfg.get("mlflow", {}).get("tracking_uri"))
-    ctx = context_from_hydra()
-    if ctx.sweep_dir is None and (refusal := preflight.plan([(ctx.label, cfg)]).refusal()) is not None:
+    if (refusal := single_run_refusal(cfg)) is not None:
         print(f"kgbench: {refusal}", file=sys.stderr, flush=True)
         state.refuse(refusal)
         return math.nan
+    # the job itself: MLflow, matplotlib, Optuna's trial records (~1.5 s), only once a job runs
+    from kgbench.sweep.job import context_from_hydra, run_job
+    from kgbench.track.tracking import use_configured_uri
+
+    use_configured_uri(cfg.get("mlflow", {}).get("tracking_uri"))
+    ctx = context_from_hydra()
     try:
         outcome = run_job(cfg, ctx)
     except KeyboardInterrupt:
@@ -89,6 +107,11 @@ def hydra_job(cfg: DictConfig) -> float:
 
 def show_space(args: Sequence[str]) -> int:
     """The search space the command line would search, its budget and sampler; no job, no MLflow run."""
+    # the search's modules (Optuna's distributions), only on this path
+    from kgbench.search.describe import describe_search, rewrite_keys
+    from kgbench.search.space import SearchError, parse_space
+    from kgbench.search.start import FACTORS, KATAGO
+
     overrides = [a for a in rewrite_overrides(args) if a not in ("-m", "--multirun", "--space")]
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)

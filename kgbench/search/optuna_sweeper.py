@@ -36,49 +36,34 @@ that has not tried it yet (a start whose job died is enqueued again); ``budget_s
 from __future__ import annotations
 
 import logging
-import math
-import random
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import optuna
-from hydra.core.utils import JobReturn, JobStatus
+from hydra.core.utils import JobReturn
 from hydra.plugins.launcher import Launcher
 from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 from optuna.study import StudyDirection
-from optuna.trial import TrialState
 
-from kgbench.search.asking import (
-    ask_new,
-    enqueue_start,
-    measured_keys,
-    measured_trials,
-    requeue_failed,
-    requeue_lost,
-)
-from kgbench.search.attrs import JOB_S_ATTR, LOST_ATTR, PRUNER_ATTR, is_copy
-from kgbench.search.budget import jobs_that_fit, spent
+from kgbench.search.attrs import PRUNER_ATTR
 from kgbench.search.condition import Condition, config_condition
 from kgbench.search.describe import describe_search, plain, rewrite_keys
 from kgbench.search.journal import JournalError, ask_lock, check_readable, check_writable, open_storage
-from kgbench.search.lease import LeaseKeeper, reap_lost
+from kgbench.search.lease import LeaseKeeper
 from kgbench.search.outcome import summarise
+from kgbench.search.rounds import SearchRounds
 from kgbench.search.space import SearchError, SearchSpace, parse_space
-from kgbench.search.start import FACTORS, KATAGO, shown, start_params
+from kgbench.search.start import FACTORS, KATAGO, start_params
 from kgbench.search.studies import OTHER_CONDITIONS, choose_study, import_measured, mark_study
-from kgbench.search.study import frozen_trial, make_pruner, make_sampler, tell_job
-from kgbench.search.trial import trial_overrides
+from kgbench.search.study import make_pruner, make_sampler
 
 __all__ = ["OptunaSweeper", "SweepHooks", "describe_search", "rewrite_keys"]
 
 log = logging.getLogger(__name__)
-
-WAIT_POLL_S = 2.0  # how often a worker with nothing left to ask looks at the other workers' running trials
 
 
 class SweepHooks(Protocol):
@@ -119,6 +104,9 @@ class _Plan:
 
 
 class OptunaSweeper(Sweeper):
+    """Plans the search (its space, journal, condition and study: everything that can refuse it, before any job)
+    and runs it: the rounds of asks, jobs and tells are kgbench.search.rounds'."""
+
     def __init__(
         self,
         study_name: str,
@@ -239,147 +227,15 @@ class OptunaSweeper(Sweeper):
         returns: list[Sequence[JobReturn]] = []
         try:
             with LeaseKeeper(plan.study._storage, self.lease_s) as keeper:
-                self._search(plan, keeper, returns)
+                rounds = SearchRounds(
+                    plan.study, plan.space, self.launcher, self.journal, keeper,
+                    n_trials=self.n_trials, n_jobs=self.n_jobs, budget_s=self.budget_s, lease_s=self.lease_s,
+                    failed_value=self.failed_value, retry_failed=self.retry_failed, seed=self.sampler_spec.get("seed"),
+                    validate=self.validate_batch_is_legal,
+                )  # fmt: skip
+                rounds.run(plan.start, returns)
         except JournalError as exc:  # another worker's write broke the journal mid-search: stop, say where
             log.error("the search stops: %s", exc)
             return returns
         summarise(plan.study, plan.space, self.journal, self.budget_s, sweep_dir)
         return returns
-
-    def _search(self, plan: _Plan, keeper: LeaseKeeper, returns: list[Sequence[JobReturn]]) -> None:
-        study, space = plan.study, plan.space
-        rng = random.Random(self.sampler_spec.get("seed"))
-        job_index = 0
-        with ask_lock(self.journal):
-            self._tidy(study)
-            if self.retry_failed:
-                for number, params in requeue_failed(study):
-                    log.info("trial %d's job failed: its config %s enqueued to be measured again "
-                             "(hydra.sweeper.retry_failed)", number, shown(space, params))  # fmt: skip
-            if measured_trials(study) < self.n_trials:  # a study whose budget is spent enqueues nothing
-                self._enqueue_start(study, space, plan.start)
-        while True:
-            with ask_lock(self.journal):
-                self._tidy(study)
-                trials = self._ask_round(study, space, rng, keeper)
-            if trials:
-                batch = [self._job_overrides(space, trial) for trial in trials]
-                self.validate_batch_is_legal(batch)
-                launched = time.monotonic()
-                assert self.launcher is not None
-                results = self.launcher.launch(batch, initial_job_idx=job_index)
-                batch_s = time.monotonic() - launched
-                job_index += len(batch)
-                for trial, result in zip(trials, results, strict=True):
-                    self._tell(study, trial, result, batch_s, keeper)
-                returns.append(results)
-            elif (others := self._others_running(study, keeper)) is not None:
-                self._say(f"wait:{others}", f"trials {others} run in other workers: waiting for them, so that "
-                          "every worker reports the same best (a lost one is measured here)")  # fmt: skip
-                time.sleep(WAIT_POLL_S)
-            else:
-                return
-
-    def _tidy(self, study: optuna.Study) -> None:
-        """Trials whose sweeper or node died: told FAIL (lost), their configs enqueued to be measured again."""
-        for number, why in reap_lost(study, self.lease_s):
-            log.warning("trial %d was lost: %s; told FAIL, its config is measured again", number, why)
-        enqueued, given_up = requeue_lost(study)
-        for number, params in enqueued:
-            assert self.space is not None
-            log.info("trial %d's config %s enqueued to be measured again", number, shown(self.space, params))
-        for number in given_up:
-            self._say(f"given-up:{number}", f"trial {number}'s config was lost twice: not run again (it may be what "
-                      "kills its node)")  # fmt: skip
-
-    def _ask_round(
-        self, study: optuna.Study, space: SearchSpace, rng: random.Random, keeper: LeaseKeeper
-    ) -> list[optuna.Trial]:
-        """This round's trials, each leased before the ask lock is let go; [] when nothing is left to ask."""
-        left = self.n_trials - measured_trials(study)
-        if left <= 0:
-            return []
-        if (fit := self._jobs_within_budget(study, min(self.n_jobs, left))) == 0:
-            return []
-        trials = []
-        if space.size is not None and space.nearest_unmeasured({}, measured_keys(study), rng) is None:
-            fit = 0  # every config tried: asking would only add repeats
-        for _ in range(fit):
-            trial, repeats = ask_new(study, space, rng)
-            for number, earlier, kind in repeats:
-                if kind == "reused":
-                    log.info("trial %d repeats trial %d's config: its result reused, no job, no budget used",
-                             number, earlier)  # fmt: skip
-                else:
-                    what = "runs now" if kind == "running" else "failed"
-                    log.info("trial %d repeats trial %d's config, whose job %s: no value to reuse, told FAIL, no job",
-                             number, earlier, what)  # fmt: skip
-            if trial is None:
-                break
-            keeper.hold(trial._trial_id)
-            trials.append(trial)
-        if not trials:
-            if space.size is not None:
-                self._say("exhausted", f"every config of the space is measured ({space.size} configs): the search "
-                          "stops")  # fmt: skip
-            else:  # a continuous space: the sampler kept proposing measured configs
-                self._say("exhausted", "the sampler proposed only configs already measured: the search stops")
-        return trials
-
-    def _others_running(self, study: optuna.Study, keeper: LeaseKeeper) -> str | None:
-        """The numbers of the trials other workers are running ("4, 7"), or None."""
-        held = keeper.held()
-        running = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-                   if t._trial_id not in held and not is_copy(t)]  # fmt: skip
-        return ", ".join(map(str, running)) if running else None
-
-    def _say(self, key: str, message: str) -> None:
-        """Log ``message`` once per search (a worker waiting for others goes round its loop many times)."""
-        if key not in self._said:
-            self._said.add(key)
-            log.info("%s", message)
-
-    def _job_overrides(self, space: SearchSpace, trial: optuna.Trial) -> list[str]:
-        return [*space.overrides(trial.params), *trial_overrides(self.journal, trial.study.study_name, trial.number)]
-
-    def _enqueue_start(self, study: optuna.Study, space: SearchSpace, params: dict[str, object] | None) -> None:
-        if params is None:
-            return
-        start = shown(space, params)
-        if (earlier := enqueue_start(study, params)) is not None:
-            log.info("start %s: trial %d has it already (measured, running or enqueued), not enqueued", start, earlier)
-        else:
-            log.info("start %s: enqueued as the next trial", start)
-
-    def _jobs_within_budget(self, study: optuna.Study, wanted: int) -> int:
-        """How many jobs the job-second budget allows this round (``wanted`` without one); 0 logs why it stops."""
-        so_far = spent(study)
-        fit = jobs_that_fit(so_far, self.budget_s, wanted)
-        if fit == 0:
-            self._say("budget_s", f"job-seconds: {so_far.seconds:.0f} spent by {so_far.jobs} job(s), the longest "
-                      f"{so_far.longest_s:.0f} s; another would pass hydra.sweeper.budget_s={self.budget_s:g}: the "
-                      "search stops")  # fmt: skip
-        return fit
-
-    def _tell(
-        self, study: optuna.Study, trial: optuna.Trial, result: JobReturn, batch_s: float, keeper: LeaseKeeper
-    ) -> None:
-        keeper.release(trial._trial_id)
-        frozen = frozen_trial(study, trial.number)
-        if frozen.state.is_finished():  # another worker took it for lost while its job ran (a lease ran out)
-            log.warning("trial %d was told %s by another worker while its job ran (%s): its result is not told",
-                        trial.number, frozen.state.name, frozen.user_attrs.get(LOST_ATTR, "no reason"))  # fmt: skip
-            return
-        value = result.return_value if result.status == JobStatus.COMPLETED else None
-        number = float(value) if isinstance(value, int | float) else None
-        ended = JOB_S_ATTR in frozen.user_attrs  # the job wrote its end: it was not lost
-        if not ended:  # killed, or the journal not writable from its node: the batch's seconds, an upper bound
-            trial.set_user_attr(JOB_S_ATTR, round(batch_s, 3))
-        if not ended and (number is None or not math.isfinite(number)):
-            why = ("its job ended without writing its end: its process or node was lost (killed, walltime, "
-                   "preemption, node failure)")  # fmt: skip
-            trial.set_user_attr(LOST_ATTR, why)
-            study.tell(trial, state=TrialState.FAIL)
-            log.warning("trial %d was lost: %s; its config is measured again", trial.number, why)
-            return
-        tell_job(study, trial, number, self.failed_value)

@@ -23,6 +23,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from kgbench.sweep import progress, state, sweep_end
+from kgbench.sweep.labels import BOOKKEEPING, display_overrides  # light: kgbench.__main__ uses them without MLflow
 from kgbench.track import tracking
 from kgbench.track.schema import SKIPPED_JOBS
 from kgserve.engine.client import is_simulated
@@ -49,15 +50,6 @@ _SWEEP_ENV = (ENV_PARENT, ENV_SWEEP, ENV_JOBS, ENV_EXPERIMENT)
 # kgbench's sweepers open the sweep themselves, once they know it can run: the grid after its preflight, the Optuna
 # search after its journal and study are checked (kgbench.sweep.search_hooks)
 _OPEN_THEMSELVES = ("GroupedSweeper", "OptunaSweeper")
-
-
-BOOKKEEPING = ("++search.", "++race.")  # overrides a sweeper adds to link a job to its trial or race round
-
-
-def display_overrides(overrides: list[str]) -> str:
-    """The override string as the user typed it (kgbench adds `++` to plain KataGo keys; the Optuna sweeper's
-    `++search.*` trial links and a race's `++race.of/round` are bookkeeping, not configuration)."""
-    return " ".join(item.removeprefix("++") for item in overrides if not item.startswith(BOOKKEEPING))
 
 
 def count_jobs(overrides: list[str], params: Mapping[str, Any] | None = None) -> int | None:

@@ -24,6 +24,11 @@ and every query with the reserve off, are written whole at once to the engine wi
 
 How a query ends, whatever happened to it (kgserve.engine.settle): its unwritten turns are answered as KataGo
 answers queued ones (`noResults`), written ones through the engine.
+
+The dispatch holds the turns (the queue, each client's holding, the lending timers); the routers start them
+(kgserve.engine.router, seen here only as kgserve.engine.stream.EngineLine) and report back through
+kgserve.engine.holder.TurnHolder, which the Dispatch is; its Settler ends queries. Each asks the others through
+those contracts, never through their tables.
 """
 
 from __future__ import annotations
@@ -34,40 +39,47 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kgserve.engine.errors import NoEngineReady
+from kgserve.engine.errors import EngineDied, NoEngineReady
 from kgserve.engine.heldqueue import HeldQueue
+from kgserve.engine.lending import has_room, lend_after, next_for
 from kgserve.engine.reserve import ThreadReserve
-from kgserve.engine.router import Router
 from kgserve.engine.settle import Settler
-from kgserve.engine.stream import QueryStream
-from kgserve.engine.turns import Piece, plan_turns
+from kgserve.engine.stream import EngineLine, Piece, QueryStream
+from kgserve.engine.turns import plan_turns
 from kgserve.katago.protocol import Query
 
 __all__ = ["Dispatch", "preference"]
 
 
-def preference(router: Router) -> tuple[bool, int, int, int]:
+def preference(router: EngineLine) -> tuple[bool, int, int, int]:
     """Which engine a query goes to first: not suspected of being frozen, fewest outstanding visits and pieces."""
     return (bool(getattr(router.owner, "suspect", False)), router.outstanding_visits, router.pending, router.index)
 
 
-class Dispatch(Settler):
+class Dispatch:
+    """Who holds the turns of one pool's queries (kgserve.engine.holder.TurnHolder): which go to which engine now."""
+
     def __init__(
-        self, plan: ThreadReserve | None, routers: Callable[[], Sequence[Router]], *, abort_timeout_s: float = 15.0
+        self, plan: ThreadReserve | None, routers: Callable[[], Sequence[EngineLine]], *, abort_timeout_s: float = 15.0
     ) -> None:
-        super().__init__(abort_timeout_s)
         self.plan = plan
+        self.abort_timeout_s = abort_timeout_s
         self._routers = routers  # the engines that take queries now (ready, not frozen)
         self.holding: dict[str, int] = {}  # turns written and not finished, per client key, all engines
         self.queue = HeldQueue(self._small)
+        self.settler = Settler(self.queue, routers, self.gone, abort_timeout_s)  # how each query ends
         self._arrivals = itertools.count(1)
         self._engines = 1  # engines ready at the last look (a client holding little: `small` threads each)
-        self._wakes: dict[Router, asyncio.TimerHandle] = {}  # per engine: when the lending rule may allow a turn
+        self._wakes: dict[EngineLine, asyncio.TimerHandle] = {}  # per engine: when the lending rule may allow a turn
 
     def _small(self, client: str) -> bool:
         return self.plan is not None and self.holding.get(client, 0) < self.plan.small * self._engines
 
-    def _ready(self) -> Sequence[Router]:
+    @property
+    def closed(self) -> bool:
+        return self.settler.closed
+
+    def _ready(self) -> Sequence[EngineLine]:
         routers = self._routers()
         self._engines = max(1, len(routers))
         return routers
@@ -87,7 +99,8 @@ class Dispatch(Settler):
         plan = stream.plan = plan_turns(query)
         stream.seq = next(self._arrivals)
         if not self.queue.turns and plan.left == 1:  # the common query, nothing waiting: no queue at all
-            roomy = [router for router in routers if self._room(router, client, visits)]
+            small = self._small(client)
+            roomy = [router for router in routers if has_room(self.plan, router, small=small, visits=visits)]
             if roomy:
                 router = min(roomy, key=preference) if len(roomy) > 1 else roomy[0]
                 self._write(router, stream, [plan.take()], stream.finals_left)
@@ -107,7 +120,7 @@ class Dispatch(Settler):
                 load.ran(piece.stream.visits_per_turn, elapsed)
         self._release(piece.stream.client, turns)
 
-    def freed(self, router: Router) -> None:
+    def freed(self, router: EngineLine) -> None:
         """Threads of `router`'s engine freed: write what the rule now allows there."""
         if self.queue.turns and router in self._routers():
             self.fill(router)
@@ -118,7 +131,7 @@ class Dispatch(Settler):
             for router in sorted(self._ready(), key=preference):
                 self.fill(router)
 
-    def fill(self, router: Router) -> None:
+    def fill(self, router: EngineLine) -> None:
         """Write to `router`'s engine the held turns the rule allows now, consecutive turns of one query as one
         piece."""
         if self.plan is None or self.closed:
@@ -127,7 +140,7 @@ class Dispatch(Settler):
         taken: dict[int, list[int | None]] = {}
         costs: dict[int, int] = {}
         while self.queue.turns:
-            stream = self._next_for(router)
+            stream = next_for(self.plan, router, self.queue)
             if stream is None:
                 break
             turn = self.queue.take(stream)
@@ -143,70 +156,7 @@ class Dispatch(Settler):
         if self.queue.turns:
             self._wake_for_lending(router)
 
-    def _next_for(self, router: Router) -> QueryStream | None:
-        """The held stream whose next turn the rule lets `router`'s engine take now, if any."""
-        plan = self.plan
-        assert plan is not None
-        running = router.load.in_engine
-        if running < plan.threads - plan.reserve:
-            return self.queue.best(small=False)
-        if running < plan.threads:
-            small = self.queue.best(small=True)
-            if small is not None:
-                return small
-        if running < plan.threads + plan.prefetch:
-            client = self.queue.only_client()
-            stream = self.queue.head_of(client) if client is not None else None
-            if stream is not None and self._lendable(router, stream.visits_per_turn):
-                return stream
-        return None
-
-    def _room(self, router: Router, client: str, visits: int) -> bool:
-        """Whether one more turn of `client` may go to `router`'s engine now (nothing else waiting)."""
-        plan = self.plan
-        assert plan is not None
-        running = router.load.in_engine
-        if running < plan.threads - plan.reserve:
-            return True
-        if running < plan.threads and self._small(client):
-            return True
-        return running < plan.threads + plan.prefetch and self._lendable(router, visits)
-
-    def _lendable(self, router: Router, visits: int) -> bool:
-        return self._lend_after(router, visits) == 0.0
-
-    def _lend_after(self, router: Router, visits: int) -> float | None:
-        """In how many seconds a turn of `visits` may borrow a reserved thread of `router`'s engine if nothing else
-        changes (0: now; None: not by waiting alone).
-
-        A newcomer waits for the first running search to end (KataGo never preempts), so a reserved thread is lent
-        while that wait stays within `lend_bound_s`: to a search estimated that short itself (and then `prefetch`
-        turns more into KataGo's queue), or, for a longer one and only up to the threads, while some other search
-        running there is estimated to end that soon. Searches that started together (a hog's first burst) end
-        together: nothing of them is lent until their end is that near, however many threads there are."""
-        plan = self.plan
-        assert plan is not None
-        bound = plan.lend_bound_s
-        load = router.load
-        per_visit = load.search_s(1) if bound > 0 else None
-        if per_visit is None:
-            return None
-        if visits * per_visit <= bound:
-            return 0.0
-        if load.in_engine >= plan.threads:
-            return None
-        now = time.monotonic()
-        soonest: float | None = None
-        for piece in router.pieces():  # oldest first: the first one usually decides
-            each = piece.stream.visits_per_turn
-            length = load.run_s(each)  # how long such searches ran, else the estimate (errs long)
-            left = 0.0 if piece.orphan else piece.written_at + (each * per_visit if length is None else length) - now
-            if left <= bound:
-                return 0.0
-            soonest = left if soonest is None else min(soonest, left)
-        return None if soonest is None else soonest - bound
-
-    def _wake_for_lending(self, router: Router) -> None:
+    def _wake_for_lending(self, router: EngineLine) -> None:
         """Turns still held while `router`'s engine has a thread free: if only the lending rule keeps them (a long
         search, no other search near its end yet), look again when it would allow one. No event would: the rule
         changes with time alone."""
@@ -216,7 +166,7 @@ class Dispatch(Settler):
         stream = self.queue.head_of(client) if client is not None else None
         if stream is None or router.load.in_engine >= plan.threads:
             return
-        after = self._lend_after(router, stream.visits_per_turn)
+        after = lend_after(plan, router, stream.visits_per_turn)
         if not after:  # None: waiting changes nothing; 0: it was not the rule that kept them
             return
         try:
@@ -231,7 +181,7 @@ class Dispatch(Settler):
             handle.cancel()
         self._wakes[router] = loop.call_at(when, self._woken, router)
 
-    def _woken(self, router: Router) -> None:
+    def _woken(self, router: EngineLine) -> None:
         self._wakes.pop(router, None)
         self.freed(router)
 
@@ -241,11 +191,11 @@ class Dispatch(Settler):
         return 1 if stream.plan is not None and stream.plan.split else stream.finals_left
 
     # -- counting ------------------------------------------------------------------------------------------
-    def _write(self, router: Router, stream: QueryStream, taken: list[int | None], cost: int) -> None:
+    def _write(self, router: EngineLine, stream: QueryStream, taken: list[int | None], cost: int) -> None:
         self._count(router, stream.client, cost)
         router.write(stream, taken, cost)
 
-    def _count(self, router: Router, client: str | None, turns: int) -> None:
+    def _count(self, router: EngineLine, client: str | None, turns: int) -> None:
         router.load.add(turns)
         if client is not None and self.plan is not None:
             self.holding[client] = self.holding.get(client, 0) + turns
@@ -266,14 +216,28 @@ class Dispatch(Settler):
         piece.router.load.gone(turns)
         self._release(piece.stream.client, turns)
 
+    # -- how queries end (kgserve.engine.settle) --------------------------------------------------------------
+    def abort(self, stream: QueryStream, turns: frozenset[int] | None = None) -> None:
+        """KataGo `terminate` for the query (only `turns` of it, when given): its last lines still come."""
+        self.settler.abort(stream, turns)
+
+    def settle(self, stream: QueryStream, error: BaseException | None) -> None:
+        """The query is over (all its lines came, an error line, `error`): nothing more of it is passed on."""
+        self.settler.settle(stream, error)
+
+    def engine_gone(self, router: EngineLine, pieces: list[Piece], error: EngineDied) -> None:
+        """An engine exited (its router already emptied): its pieces' queries end with `error`."""
+        self.settler.engine_gone(router, pieces, error)
+
     def close(self) -> None:
+        """Shutdown (terminate_all): held turns answered as queued ones; the engines answer the written ones."""
         for handle in self._wakes.values():
             handle.cancel()
         self._wakes.clear()
-        super().close()
+        self.settler.close()
 
     # -- a frozen engine -----------------------------------------------------------------------------------
-    def take_back(self, router: Router) -> int:
+    def take_back(self, router: EngineLine) -> int:
         """The pieces a frozen engine has not written a line for go to the other engines (none ready: they stay):
         held again (their turns first in the queue) or, for queries never held, written elsewhere at once."""
         others = [other for other in self._routers() if other is not router]

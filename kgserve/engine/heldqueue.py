@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from kgserve.engine.stream import QueryStream
 from kgserve.engine.turns import Key
-
-if TYPE_CHECKING:
-    from kgserve.engine.stream import QueryStream
 
 __all__ = ["HeldQueue"]
 

@@ -23,16 +23,13 @@ import itertools
 import json
 import logging
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from kgserve.engine.errors import EngineDied
+from kgserve.engine.holder import TurnHolder
 from kgserve.engine.reserve import EngineLoad
-from kgserve.engine.turns import Piece
+from kgserve.engine.stream import Piece, QueryStream
 from kgserve.katago.protocol import line_kind, locate_id, restore_id
-
-if TYPE_CHECKING:
-    from kgserve.engine.dispatch import Dispatch
-    from kgserve.engine.errors import EngineDied
-    from kgserve.engine.stream import QueryStream
 
 __all__ = ["Router"]
 
@@ -49,14 +46,14 @@ class Router:
         send: Callable[[bytes], None],
         *,
         label: str,
-        dispatch: Dispatch,
+        dispatch: TurnHolder,
         threads: int | None = None,
         index: int = 0,
     ) -> None:
         self.owner = owner  # the Engine (what a stream's `engine` says)
         self.label = label
         self.index = index
-        self.dispatch = dispatch
+        self.dispatch = dispatch  # who holds the turns (kgserve.engine.holder): told of each turn over, each freeing
         self.load = EngineLoad(threads)  # turns in the engine (kgserve.engine.dispatch counts them)
         self.outstanding_visits = 0
         self.counters = {

@@ -10,6 +10,10 @@
 - an engine's death ends its pieces' queries with EngineDied; their pieces on other engines are terminated and
   dropped; held turns wait for another engine, or end with the same error when no engine is left ready.
 - `close` (shutdown, KataGo's terminate_all): held turns answered as queued ones; the engines answer the rest.
+
+The Settler is the dispatch's part that ends queries: it owns no turns (the held queue is the dispatch's, handed in;
+what a piece taken off frees, `release` counts) and reaches the engines only through kgserve.engine.stream's
+EngineLine.
 """
 
 from __future__ import annotations
@@ -19,26 +23,27 @@ from collections.abc import Callable, Sequence
 
 from kgserve.engine.errors import AbortTimeout, EngineDied
 from kgserve.engine.heldqueue import HeldQueue
-from kgserve.engine.router import Router
-from kgserve.engine.stream import QueryStream
-from kgserve.engine.turns import Piece
+from kgserve.engine.stream import EngineLine, Piece, QueryStream
 from kgserve.katago.protocol import analysed_turns, no_results_line
 
 __all__ = ["Settler"]
 
 
 class Settler:
-    """The ending half of kgserve.engine.dispatch.Dispatch."""
+    """The ending part of kgserve.engine.dispatch.Dispatch: every query's end, whatever ends it."""
 
-    queue: HeldQueue
-    _routers: Callable[[], Sequence[Router]]
-
-    def __init__(self, abort_timeout_s: float) -> None:
+    def __init__(
+        self,
+        queue: HeldQueue,
+        ready: Callable[[], Sequence[EngineLine]],
+        release: Callable[[Piece, int], None],
+        abort_timeout_s: float,
+    ) -> None:
+        self.queue = queue  # the dispatch's held turns: those of a query ending are dropped from it
+        self._ready = ready  # the engines that take queries now
+        self._release = release  # `turns` of a piece taken off its engine without an answer: counted free
         self.abort_timeout_s = abort_timeout_s
         self.closed = False
-
-    def gone(self, piece: Piece, turns: int) -> None:
-        raise NotImplementedError
 
     # -- a client's terminate ------------------------------------------------------------------------------
     def abort(self, stream: QueryStream, turns: frozenset[int] | None = None) -> None:
@@ -104,7 +109,7 @@ class Settler:
             self.queue.dropped(stream, len(plan.drop()))
         for piece in list(stream.pieces):
             if isinstance(error, AbortTimeout):  # given up: its threads count as free, its lines go unrouted
-                self.gone(piece, piece.router.drop(piece))
+                self._release(piece, piece.router.drop(piece))
             else:
                 piece.router.orphan(piece)
         stream.pieces.clear()
@@ -112,17 +117,17 @@ class Settler:
         if stream.router is not None:
             stream.router.counters["died" if isinstance(error, EngineDied) else "finished"] += 1
 
-    def engine_gone(self, router: Router, pieces: list[Piece], error: EngineDied) -> None:
+    def engine_gone(self, router: EngineLine, pieces: list[Piece], error: EngineDied) -> None:
         """An engine exited (its router already emptied): its pieces' queries end with `error`."""
         for piece in pieces:
-            self.gone(piece, piece.finals_left)
+            self._release(piece, piece.finals_left)
             stream = piece.stream
             if piece in stream.pieces:
                 stream.pieces.remove(piece)
             if not piece.orphan and not stream.done:
                 self.settle(stream, error)
         router.load.in_engine = 0
-        if not [other for other in self._routers() if other is not router]:
+        if not [other for other in self._ready() if other is not router]:
             # no engine left to take them: held queries end as KataGo's queued ones would
             for stream in self.queue.streams_of():
                 self.settle(stream, error)

@@ -1,5 +1,5 @@
-"""A query's analysed turns as kgserve writes them to the engines: the plan of turns not yet written, and the pieces
-written (one request line each, under an internal id of its own).
+"""A query's analysed turns as kgserve writes them to the engines: the plan of turns not yet written (the pieces
+written, one request line each under an internal id of its own, are kgserve.engine.stream's `Piece`).
 
 KataGo queues each turn of an `analyzeTurns` query as a task of its own, ordered by priority then arrival (turns of
 one query: ascending turn number), and never preempts a running search. With the thread reserve on
@@ -17,18 +17,14 @@ piece gets the same error line (the router passes one on).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kgserve.katago._nlohmann import nlohmann_int
 from kgserve.katago.priorities import read_priorities, read_priority
-from kgserve.katago.protocol import DeferredJson, Query, encode_query, engine_line
+from kgserve.katago.protocol import DeferredJson, Query
 
-if TYPE_CHECKING:
-    from kgserve.engine.stream import QueryStream
-
-__all__ = ["Key", "Piece", "TurnPlan", "plan_turns", "query_priority"]
+__all__ = ["Key", "TurnPlan", "plan_turns", "query_priority"]
 
 Key = tuple[int, int, int]  # (-priority, arrival, turn rank): KataGo's queue order, smallest first
 
@@ -85,49 +81,6 @@ class TurnPlan:
         self._entries = sorted([*restored, *self._entries[self._next :]], key=lambda entry: entry[:2])
         self._next = 0
         self.left += len(restored)
-
-
-class Piece:
-    """One request line written to an engine: some turns of a stream's query (None: the whole query)."""
-
-    __slots__ = (
-        "at_once", "count", "finals_left", "internal_id", "orphan", "router", "started", "stream", "taken", "turns",
-        "written_at",
-    )  # fmt: skip
-
-    def __init__(self, stream: QueryStream, taken: list[int | None], count: int, internal_id: str, router: Any) -> None:
-        self.stream = stream
-        self.taken = taken  # what it took of the stream's plan (given back if it never starts)
-        plan = stream.plan
-        split = plan is not None and plan.split
-        self.turns: list[int] | None = sorted(turn for turn in taken if turn is not None) if split else None
-        self.count = count  # threads it holds until its finals come (one per turn)
-        self.finals_left = count
-        self.internal_id = internal_id
-        self.router = router
-        self.started = False  # a line of it has come
-        self.orphan = False  # its stream was settled: its lines are dropped until it ends
-        self.written_at = time.monotonic()  # when its searches started, if `at_once`
-        self.at_once = False  # every turn of it had a free thread when written (nothing queued before it in KataGo)
-
-    def line(self) -> bytes:
-        query = self.stream.query
-        turns = self.turns
-        if turns is None:
-            return engine_line(query, self.internal_id)
-        plan = self.stream.plan
-        priorities = plan.priorities if plan is not None else None
-        raw = query.raw
-        if raw is None:
-            body = dict(query.body)
-            body["analyzeTurns"] = turns
-            if priorities is not None:
-                body["priorities"] = [priorities[turn] for turn in turns]
-            return encode_query(body, self.internal_id)
-        extra = b'"analyzeTurns":[%s]' % b",".join(b"%d" % turn for turn in turns)
-        if priorities is not None:
-            extra += b',"priorities":[%s]' % b",".join(b"%d" % priorities[turn] for turn in turns)
-        return b'%s,%s,"id":"%s"}\n' % (raw[:-1], extra, self.internal_id.encode("ascii"))
 
 
 def query_priority(body: dict[str, Any]) -> int:
