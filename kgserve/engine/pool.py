@@ -84,6 +84,10 @@ class EnginePool:
         self._closing = False
         self._wake = asyncio.Event()
         self._started = False
+        # an engine's deterministic refusal (kgserve.engine.supervisor): its reason, and an event for whoever
+        # ends kgserve on it (kgserve.cli, unless engine.stay_up_on_engine_refusal)
+        self.refusal: str | None = None
+        self.refused = asyncio.Event()
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     def engine_spec(self, index: int) -> EngineSpec:
@@ -105,6 +109,8 @@ class EnginePool:
         return Engine(self.engine_spec(index), index, self.dispatch)
 
     def _engine_ready(self, engine: Engine) -> None:
+        self.refusal = None  # an engine got ready after all (kept up by engine.stay_up_on_engine_refusal)
+        self.refused.clear()
         self.katago_version = engine.version
         self.model = engine.model
         self.katago_git_hash = engine.git_hash
@@ -124,9 +130,16 @@ class EnginePool:
                 on_change=self._changed,
                 closing=lambda: self._closing,
                 on_frozen=self._move_unstarted,
+                on_refusal=self._refused,
             )
             slot.task = asyncio.create_task(supervisor.run(previous), name=f"kgserve-engine-{slot.index}")
             previous = slot
+
+    def _refused(self, reason: str) -> None:
+        log.error("%s", reason)
+        if self.refusal is None:
+            self.refusal = reason
+        self.refused.set()
 
     def _changed(self) -> None:
         """An engine's state changed (ready, frozen, thawed, gone): waiters wake, a ready one takes held turns."""
@@ -225,7 +238,9 @@ class EnginePool:
         if frozen:
             reason += f"; {', '.join(frozen)} answered query_version late (frozen?) and take no query"
         errors = [slot.last_error for slot in self._slots if slot.state != "ready" and slot.last_error]
-        if errors:
+        if self.refusal is not None:
+            reason += f"; {self.refusal}"
+        elif errors:
             reason += f"; {errors[-1]}"
         elif not self._started:
             reason += "; the pool was not started"
