@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kgserve.engine.engine import Engine
-from kgserve.engine.errors import EngineStartupError
+from kgserve.engine.errors import EngineStartupError, exit_how
 from kgserve.engine.watchdog import Watchdog
 from kgserve.settings import EngineSettings
 
@@ -189,7 +189,7 @@ class Supervisor:
             status, line = signature
             self._on_refusal(
                 f"engine {slot.index} refused to start {REFUSAL_STARTS} times in a row the same way "
-                f"(exit status {status}: {line or 'no stderr'}), and will on every start"
+                f"({exit_how(status)}: {line or 'no stderr'}), and will on every start"
             )
 
     async def _watch_liveness(self, engine: Engine) -> str | None:
