@@ -29,6 +29,7 @@ import uvicorn
 
 from kgserve.admission.proxies import TrustedProxies
 from kgserve.engine.pool import EnginePool
+from kgserve.engine.supervisor import EXIT_ENGINE_REFUSED
 from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
 from kgserve.logformat import LineHandler, listening_line
 from kgserve.preflight import cfg_content_problems, startup_problems
@@ -41,7 +42,6 @@ __all__ = ["bind_socket", "main", "uvicorn_config"]
 
 log = logging.getLogger("kgserve")
 EXIT_STARTUP = 2
-EXIT_ENGINE_REFUSED = 3  # the engine refuses to start the same way every time (kgserve.engine.supervisor)
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -30,11 +30,12 @@ from kgserve.engine.errors import EngineStartupError, exit_how
 from kgserve.engine.watchdog import Watchdog
 from kgserve.settings import EngineSettings
 
-__all__ = ["HEALTHY_RUN_S", "REFUSAL_STARTS", "Slot", "Supervisor", "refusal_signature"]
+__all__ = ["EXIT_ENGINE_REFUSED", "HEALTHY_RUN_S", "REFUSAL_STARTS", "Slot", "Supervisor", "refusal_signature"]
 
 log = logging.getLogger("kgserve.engine")
 HEALTHY_RUN_S = 60.0  # an engine that ran this long before dying restarts with the initial back-off
 REFUSAL_STARTS = 3  # identical failures before ready, in a row, that make a deterministic refusal
+EXIT_ENGINE_REFUSED = 3  # kgserve's exit status when it ends on such a refusal (kgserve.cli, kgserve.procs.workers)
 # KataGo's (and the sim's) log prefix `2026-11-28 21:19:39+0000: `: not part of what an error says
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S*:?\s*")
 
