@@ -238,12 +238,12 @@ class EnginePool:
         if frozen:
             reason += f"; {', '.join(frozen)} answered query_version late (frozen?) and take no query"
         errors = [slot.last_error for slot in self._slots if slot.state != "ready" and slot.last_error]
-        if self.refusal is not None:
-            reason += f"; {self.refusal}"
-        elif errors:
+        if errors:
             reason += f"; {errors[-1]}"
         elif not self._started:
             reason += "; the pool was not started"
+        if self.refusal is not None:
+            reason += f"; {self.refusal}"
         return reason
 
     def status(self) -> dict[str, Any]:
