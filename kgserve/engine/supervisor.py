@@ -11,7 +11,7 @@ answer within `engine.liveness_timeout_s` (SIGSTOP, a wedged GPU) is killed and 
 A deterministic refusal is told apart from a crash: an engine that exits before it is ready REFUSAL_STARTS times
 in a row with the same exit status and the same last stderr line (timestamps aside; e.g. KataGo's `Could not
 parse ... for key` or a missing GPU) will do so on every start, so the supervisor reports it (`on_refusal`, the
-reason) once; the pool then ends kgserve unless `engine.stay_up_on_engine_refusal` (the retries go on either way,
+reason) once; kgserve.cli then ends kgserve unless `engine.stay_up_on_engine_refusal` (the retries go on either way,
 with the back-off). A crash under load, a start timeout or a different error on the next start resets the count.
 """
 
