@@ -5,10 +5,7 @@ subprocess that refuses), each bounded in time and stopped."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -17,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from kgserve.logformat import LISTENING_RE
 from tests.conftest import REPO
 from tests.kgserve.http.test_cli_startup import assert_one_paragraph, run_kgserve
 
@@ -77,77 +73,41 @@ def test_an_empty_cfg_stops_kgserve_naming_the_missing_keys(tmp_path: Path, conf
     assert "'numAnalysisThreads' is missing" in text and "'numSearchThreads' is missing" in text
 
 
-class Server:
-    """A `python -m kgserve` process: its port once it listens, its /readyz, a bounded stop."""
-
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "kgserve", *args],
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        self.lines: list[str] = []
-
-    def port(self, timeout_s: float = 60.0) -> int:
-        assert self.proc.stderr is not None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            line = self.proc.stderr.readline()
-            if not line:
-                break
-            self.lines.append(line)
-            match = LISTENING_RE.search(line)
-            if match:
-                return int(match.group(2))
-        raise AssertionError("kgserve never listened:\n" + "".join(self.lines))
-
-    def rest(self, timeout_s: float = 60.0) -> tuple[int, str]:
-        """Wait for the exit (killing it past `timeout_s`): its status and the rest of stderr."""
-        try:
-            _, err = self.proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            _, err = self.proc.communicate()
-            raise AssertionError("kgserve did not exit:\n" + "".join(self.lines) + err) from None
-        return self.proc.returncode, "".join(self.lines) + err
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.communicate()
-
-
-def readyz(port: int) -> tuple[int, dict[str, Any]]:
+def readyz(url: str) -> tuple[int, dict[str, Any]]:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=10) as response:
+        with urllib.request.urlopen(f"{url}/readyz", timeout=10) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as err:
         return err.code, json.loads(err.read())
 
 
-def test_allow_unknown_cfg_keys_lets_a_newer_katagos_key_through(tmp_path: Path, config_writer: Any) -> None:
+def exit_status(process: Any, timeout_s: float = 60.0) -> int:
+    """Wait for kgserve to end by itself (bounded: killed past `timeout_s`, which fails the test)."""
+    try:
+        return int(process.proc.wait(timeout=timeout_s))
+    except subprocess.TimeoutExpired:
+        process.stop(grace_s=5.0)
+        raise AssertionError("kgserve did not exit:\n" + process.text()) from None
+
+
+def test_allow_unknown_cfg_keys_lets_a_newer_katagos_key_through(
+    tmp_path: Path, config_writer: Any, kgserve_process: Any
+) -> None:
     cfg = _cfg(tmp_path, GOOD + "someV118Key = 3\n")
     config = config_writer(tmp_path, engine={"cfg": str(cfg)})
     refused = run_kgserve("--config", str(config), "--port", "0")
     assert refused.returncode == 2 and "'someV118Key'" in refused.stderr
-    server = Server("--config", str(config), "--port", "0", "--allow-unknown-cfg-key", "someV118Key")
+    process = kgserve_process(config, None, "--allow-unknown-cfg-key", "someV118Key")
     try:
-        server.port()
+        process.wait_listening()
     finally:
-        server.stop()
+        process.stop()
     allowed = config_writer(tmp_path, engine={"cfg": str(cfg), "allow_unknown_cfg_keys": ["someV118Key"]})
-    server = Server("--config", str(allowed), "--port", "0")
+    process = kgserve_process(allowed)
     try:
-        server.port()
+        process.wait_listening()
     finally:
-        server.stop()
+        process.stop()
 
 
 # an engine that refuses every start the same way, as KataGo does on a cfg value its build reads and cannot parse
@@ -168,30 +128,31 @@ def _refusing_config(tmp_path: Path, config_writer: Any, **engine: Any) -> Path:
     )
 
 
-def test_an_engine_refusing_every_start_ends_kgserve(tmp_path: Path, config_writer: Any) -> None:
-    server = Server("--config", str(_refusing_config(tmp_path, config_writer)), "--port", "0")
-    try:
-        server.port()
-        code, err = server.rest()
-    finally:
-        server.stop()
+def test_an_engine_refusing_every_start_ends_kgserve(tmp_path: Path, config_writer: Any, kgserve_process: Any) -> None:
+    process = kgserve_process(_refusing_config(tmp_path, config_writer))
+    process.wait_listening()
+    code = exit_status(process)
+    process.stop()  # already ended: joins its log reader
+    err = process.text()
     assert code == 3, err
     assert "refused to start 3 times in a row the same way" in err
     assert "Could not parse 'abc' as int for key 'nnMaxBatchSize'" in err and "Traceback" not in err
 
 
-def test_stay_up_on_engine_refusal_keeps_kgserve_unready(tmp_path: Path, config_writer: Any) -> None:
+def test_stay_up_on_engine_refusal_keeps_kgserve_unready(
+    tmp_path: Path, config_writer: Any, kgserve_process: Any
+) -> None:
     config = _refusing_config(tmp_path, config_writer, stay_up_on_engine_refusal=True)
-    server = Server("--config", str(config), "--port", "0")
+    process = kgserve_process(config)
     try:
-        port = server.port()
+        url = process.wait_listening()
         deadline = time.monotonic() + 60
-        status, body = readyz(port)
+        status, body = readyz(url)
         while "refused to start" not in (body.get("reason") or "") and time.monotonic() < deadline:
             time.sleep(0.2)
-            status, body = readyz(port)
+            status, body = readyz(url)
         assert status == 503 and "refused to start 3 times" in body["reason"], body
-        assert server.proc.poll() is None  # still up, for a supervisor
+        assert process.proc.poll() is None  # still up, for a supervisor
     finally:
-        server.stop()
-    assert server.proc.returncode == 0
+        code = process.stop()
+    assert code == 0
