@@ -61,20 +61,25 @@ def _config(directory: Path, cfg: Path, **engine: object) -> Path:
     return path
 
 
-def _kgserve(config: Path) -> tuple[int, str, float]:
-    began = time.monotonic()
-    result = subprocess.run(
-        [sys.executable, "-m", "kgserve", "--config", str(config), "--port", "0"],
-        cwd=REPO,
+def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[bytes]:
+    """A bounded run with stdin closed and stderr kept (bytes: a CR in it stays a CR)."""
+    return subprocess.run(
+        argv,
+        cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
-        text=True,
         timeout=TIMEOUT_S,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env=env,
         check=False,
     )
-    return result.returncode, result.stderr, time.monotonic() - began
+
+
+def _kgserve(config: Path) -> tuple[int, str, float]:
+    began = time.monotonic()
+    argv = [sys.executable, "-m", "kgserve", "--config", str(config), "--port", "0"]
+    result = _run(argv, REPO, {**os.environ, "PYTHONPATH": str(REPO)})
+    return result.returncode, result.stderr.decode("utf-8", errors="replace"), time.monotonic() - began
 
 
 def _katago_reads(directory: Path, text: str) -> str | None:
@@ -84,15 +89,7 @@ def _katago_reads(directory: Path, text: str) -> str | None:
         return None
     cfg = directory / "katago.cfg"
     cfg.write_bytes(text.encode("utf-8"))
-    result = subprocess.run(
-        [binary, "analysis", "-config", str(cfg), "-model", model],
-        cwd=directory,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
+    result = _run([binary, "analysis", "-config", str(cfg), "-model", model], directory)
     for line in result.stderr.decode("utf-8", errors="replace").split("\n"):
         if "nnRandSeed0 = " in line:
             return line.split("nnRandSeed0 = ", 1)[1]

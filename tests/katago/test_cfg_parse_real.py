@@ -4,9 +4,7 @@ or refuses, kgserve's check judges the same)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +13,9 @@ from benchmarks.katago_cfg_table import _read_sources, extract_rules
 from kgserve.katago import cfg_keys
 from kgserve.katago.cfg import LINE_BREAKS, read_cfg
 from kgserve.katago.cfgcheck import cfg_problems, value_problem_for
-from tests.conftest import REFERENCE, REPO
+from tests.conftest import REFERENCE
 from tests.katago.conftest import RealKatago, tier_config
+from tests.kgserve.http.test_cli_startup import run_kgserve
 from tests.kgserve.test_cfg_rules import KATAGO_VERDICTS
 
 READY = "Started, ready to begin handling requests"
@@ -95,16 +94,6 @@ def test_a_real_katago_refusing_every_start_ends_kgserve(tmp_path: Path, real_ka
     """`eigenUseFP16 = true` is a valid enabled_t (the cfg check lets it through) that the CPU build refuses on
     every start: kgserve exits 3 naming KataGo's error instead of staying unready for good."""
     config = tier_config(tmp_path, real_katago, cfg={"eigenUseFP16": True})
-    result = subprocess.run(
-        [sys.executable, "-m", "kgserve", "--config", str(config), "--port", "0"],
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        timeout=180,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        check=False,
-    )
+    result = run_kgserve("--config", str(config), "--port", "0")
     assert result.returncode == 3, result.stderr[-3000:]
     assert "refused to start 3 times in a row the same way" in result.stderr
