@@ -11,7 +11,7 @@ import pytest
 
 from benchmarks.katago_cfg_table import _read_sources, extract_rules
 from kgserve.katago import cfg_keys
-from kgserve.katago.cfg import LINE_BREAKS, read_cfg
+from kgserve.katago.cfg import ALIASES, LINE_BREAKS, read_cfg
 from kgserve.katago.cfgcheck import cfg_problems, value_problem_for
 from tests.conftest import REFERENCE
 from tests.katago.conftest import RealKatago, tier_config
@@ -97,3 +97,22 @@ def test_a_real_katago_refusing_every_start_ends_kgserve(tmp_path: Path, real_ka
     result = run_kgserve("--config", str(config), "--port", "0")
     assert result.returncode == 3, result.stderr[-3000:]
     assert "refused to start 3 times in a row the same way" in result.stderr
+
+
+@pytest.mark.katago
+def test_includes_are_read_as_katago_reads_them(tmp_path: Path, real_katago: RealKatago) -> None:
+    """Nested `@include`s relative to the including file, a key overridden by an include: KataGo's own echo of the
+    keys it read ("Running with following config:") is what kgserve reads."""
+    (tmp_path / "sub").mkdir()
+    main = tmp_path / "main.cfg"
+    base = "".join(line + "\n" for line in BASE.splitlines() if not line.startswith("maxVisits "))
+    main.write_text(base + "maxVisits = 100\n@include sub/more.cfg # a comment\n")
+    (tmp_path / "sub" / "more.cfg").write_text("maxVisits = 7\n@include 'deeper.cfg'\n")
+    (tmp_path / "sub" / "deeper.cfg").write_text('nnRandSeed = "deep # quoted"\n')
+    result = _start(real_katago, main)
+    assert READY in result.stderr, result.stderr[-1500:]
+    echo = result.stderr.split("Running with following config:\n", 1)[1].split("\n\n", 1)[0]
+    katago = dict(line.split(" = ", 1) for line in echo.split("\n") if " = " in line)
+    # KataGo echoes the keys after applying its alias (numSearchThreadsPerAnalysisThread -> numSearchThreads)
+    assert {ALIASES.get(key, key): value for key, value in read_cfg(main).items()} == katago
+    assert katago["maxVisits"] == "7" and katago["nnRandSeed"] == "deep # quoted"
