@@ -84,9 +84,8 @@ class EnginePool:
         self._closing = False
         self._wake = asyncio.Event()
         self._started = False
-        # an engine's deterministic refusal (kgserve.engine.supervisor): its reason, and an event for whoever
-        # ends kgserve on it (kgserve.cli, unless engine.stay_up_on_engine_refusal)
-        self.refusal: str | None = None
+        # set when an engine refuses every start (kgserve.engine.supervisor) while the pool is not ready: whoever
+        # ends kgserve on it waits for this (kgserve.cli, unless engine.stay_up_on_engine_refusal)
         self.refused = asyncio.Event()
 
     # -- lifecycle -----------------------------------------------------------------------------------------
@@ -109,8 +108,6 @@ class EnginePool:
         return Engine(self.engine_spec(index), index, self.dispatch)
 
     def _engine_ready(self, engine: Engine) -> None:
-        self.refusal = None  # an engine got ready after all (kept up by engine.stay_up_on_engine_refusal)
-        self.refused.clear()
         self.katago_version = engine.version
         self.model = engine.model
         self.katago_git_hash = engine.git_hash
@@ -135,10 +132,16 @@ class EnginePool:
             slot.task = asyncio.create_task(supervisor.run(previous), name=f"kgserve-engine-{slot.index}")
             previous = slot
 
+    @property
+    def refusal(self) -> str | None:
+        """Why an engine refuses every start (the first such engine's reason), or None."""
+        return next((slot.refused for slot in self._slots if slot.refused is not None), None)
+
     def _refused(self, reason: str) -> None:
+        if self.ready:  # the others serve: degraded, /readyz names the refusal, nothing to end
+            log.error("%s; the pool serves on without it", reason)
+            return
         log.error("%s", reason)
-        if self.refusal is None:
-            self.refusal = reason
         self.refused.set()
 
     def _changed(self) -> None:

@@ -11,8 +11,9 @@ answer within `engine.liveness_timeout_s` (SIGSTOP, a wedged GPU) is killed and 
 A deterministic refusal is told apart from a crash: an engine that exits before it is ready REFUSAL_STARTS times
 in a row with the same exit status and the same last stderr line (timestamps aside; e.g. KataGo's `Could not
 parse ... for key` or a missing GPU) will do so on every start, so the supervisor reports it (`on_refusal`, the
-reason) once; kgserve.cli then ends kgserve unless `engine.stay_up_on_engine_refusal` (the retries go on either way,
-with the back-off). A crash under load, a start timeout or a different error on the next start resets the count.
+reason) once; kgserve.cli then ends kgserve unless the pool serves on without that engine (enough others ready) or
+`engine.stay_up_on_engine_refusal` (the retries go on either way, with the back-off). A crash under load, a start
+timeout or a different error on the next start resets the count.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Slot:
     totals: dict[str, int] = field(default_factory=dict)  # counters of this slot's previous engines
     refusal: tuple[int, str] | None = None  # the signature of the last start failures (refusal_signature)
     refusals: int = 0  # how many starts in a row failed with that signature
+    refused: str | None = None  # the reason, once they make a deterministic refusal; cleared when it gets ready
     first_attempt: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -173,7 +175,7 @@ class Supervisor:
             slot.state = "failed"
             self._count_refusal(exc)
             return False
-        slot.refusal, slot.refusals = None, 0
+        slot.refusal, slot.refusals, slot.refused = None, 0, None
         slot.first_attempt.set()
         slot.state = "ready"
         slot.start_s = engine.start_s
@@ -188,10 +190,11 @@ class Supervisor:
         slot.refusal = signature
         if signature is not None and slot.refusals == REFUSAL_STARTS:
             status, line = signature
-            self._on_refusal(
+            slot.refused = (
                 f"engine {slot.index} refused to start {REFUSAL_STARTS} times in a row the same way "
                 f"({exit_how(status)}: {line or 'no stderr'}), and will on every start"
             )
+            self._on_refusal(slot.refused)
 
     async def _watch_liveness(self, engine: Engine) -> str | None:
         """Wait for the engine to exit while its watchdog probes it (kgserve.engine.watchdog): why it was killed,

@@ -50,3 +50,20 @@ def test_a_different_failure_or_a_timeout_starts_the_count_again() -> None:
     for failure in [*failures, _exit("A"), _exit("A")]:
         supervisor._count_refusal(failure)
     assert reasons == []
+
+
+async def test_a_refusal_ends_kgserve_only_while_the_pool_is_not_ready() -> None:
+    """One engine refusing while enough others serve leaves the pool degraded (its reason named), not ended."""
+    from kgserve.engine.pool import EnginePool
+    from kgserve.settings import load_settings
+
+    class ServingPool(EnginePool):
+        ready = True  # enough other engines ready
+
+    settings = load_settings().with_overrides(backend="sim")
+    for pool_type, ends in ((EnginePool, True), (ServingPool, False)):
+        pool = pool_type(settings)
+        pool._slots[0].refused = "engine 0 refused to start 3 times in a row the same way (exit status 1: no)"
+        pool._refused(pool._slots[0].refused)
+        assert pool.refused.is_set() == ends
+        assert pool.refusal is not None and "engine 0 refused" in pool._reason()
