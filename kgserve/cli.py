@@ -2,7 +2,9 @@
 
 - Start-up checks before anything runs: a missing engine binary, model or cfg exits with code 2 and one
   paragraph on stderr naming each missing path and the config key it came from. A config file that does
-  not load also exits 2. (An engine that starts and then fails does not stop kgserve: /readyz says why.)
+  not load also exits 2, and so does an engine cfg KataGo would not run as written (an unknown key, a value
+  KataGo refuses: kgserve.katago.cfgcheck, docs/cfg.md). An engine that starts and then fails does not stop
+  kgserve (/readyz says why), except one that refuses to start the same way every time: exit 3.
 - `--port 0` binds a free port; once serving, kgserve logs `kgserve listening on http://HOST:PORT`.
 - SIGTERM / SIGINT: stop accepting, let in-flight requests finish within server.grace_period_s (then
   they are cut, which terminates their queries), then close the pool (terminate_all, close stdin, wait,
@@ -26,9 +28,11 @@ from typing import Any
 import uvicorn
 
 from kgserve.admission.proxies import TrustedProxies
+from kgserve.engine.pool import EnginePool
+from kgserve.engine.supervisor import EXIT_ENGINE_REFUSED
 from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
 from kgserve.logformat import LineHandler, listening_line
-from kgserve.preflight import startup_problems
+from kgserve.preflight import cfg_content_problems, startup_problems
 from kgserve.procs.malloc import tune_malloc
 from kgserve.procs.workers import parse_worker, supervise, worker_settings
 from kgserve.settings import ConfigError, Settings, load_settings
@@ -56,6 +60,21 @@ def _parser() -> argparse.ArgumentParser:
         help="serve a synthetic net (random weights: its analyses are noise) as a throughput test",
     )
     parser.add_argument(
+        "--allow-unknown-cfg-key",
+        action="append",
+        default=None,
+        metavar="KEY",
+        help="let this cfg key through the start-up check (a key of a newer KataGo); adds to "
+        "engine.allow_unknown_cfg_keys, may be repeated",
+    )
+    parser.add_argument(
+        "--stay-up-on-engine-refusal",
+        action="store_true",
+        default=None,
+        help="keep serving (unready, /readyz 503) when the engine refuses to start the same way every time, "
+        "instead of exiting 3 (engine.stay_up_on_engine_refusal)",
+    )
+    parser.add_argument(
         "--worker", default=None, help=argparse.SUPPRESS
     )  # I/N: one of server.workers (kgserve.procs.workers)
     return parser
@@ -67,6 +86,15 @@ def _problem_paragraph(settings: Settings, problems: list[str]) -> str:
         f"kgserve cannot start the {settings.engine.backend} engine: {text}. Fix the path in the config file "
         "(or fetch the release and network with runtime/fetch_katago.sh), or pick another backend with "
         "--backend (sim needs no GPU and no KataGo)."
+    )
+
+
+def _cfg_paragraph(settings: Settings, problems: list[str]) -> str:
+    source = f" in {settings.source}" if settings.source else ""
+    return (
+        f"kgserve will not serve the KataGo cfg {settings.engine.cfg} (config key engine.cfg{source}), which KataGo "
+        f"would not run as written: {'; '.join(problems)}. Fix the cfg; a key of a newer KataGo than v1.17.2 may be "
+        "let through with engine.allow_unknown_cfg_keys or --allow-unknown-cfg-key KEY (docs/cfg.md)."
     )
 
 
@@ -93,16 +121,35 @@ def _url_host(host: str) -> str:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, announcing the bound address once it accepts connections."""
+    """uvicorn's server, announcing the bound address once it accepts connections, and stopping (exit
+    EXIT_ENGINE_REFUSED) when the engine pool reports a deterministic refusal, unless settings keep it up."""
 
-    def __init__(self, config: uvicorn.Config, *, url_host: str) -> None:
+    def __init__(self, config: uvicorn.Config, *, url_host: str, stay_up: bool = True) -> None:
         super().__init__(config)
         self.url_host = url_host
+        self.stay_up = stay_up
+        self.refusal: str | None = None
+        self._watch: asyncio.Task[None] | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets=sockets)
         if self.started and sockets:
             log.info("%s", listening_line(self.url_host, sockets[0].getsockname()[1]))
+        pool = getattr(getattr(self.config.app, "state", None), "kgserve", None)
+        pool = getattr(pool, "pool", None)
+        if self.started and not self.stay_up and isinstance(pool, EnginePool):
+            self._watch = asyncio.create_task(self._end_on_refusal(pool), name="kgserve-refusal-watch")
+
+    async def _end_on_refusal(self, pool: EnginePool) -> None:
+        await pool.refused.wait()
+        self.refusal = pool.refusal
+        log.error("kgserve stops: %s (engine.stay_up_on_engine_refusal keeps it up instead)", self.refusal)
+        self.should_exit = True
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+        await super().shutdown(sockets=sockets)
 
 
 def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
@@ -128,14 +175,17 @@ def uvicorn_config(app: Any, settings: Settings) -> uvicorn.Config:
     )
 
 
-async def _serve(settings: Settings, sock: socket.socket) -> None:
+async def _serve(settings: Settings, sock: socket.socket) -> int:
+    """Serve until a signal (0) or an engine's deterministic refusal (EXIT_ENGINE_REFUSED)."""
     from kgserve.app import close_engines, create_app
 
     app = create_app(settings)
     config = uvicorn_config(app, settings)
     tune_gc()
     tune_malloc()
-    server = _Server(config, url_host=_url_host(settings.server.host))
+    server = _Server(
+        config, url_host=_url_host(settings.server.host), stay_up=settings.engine.stay_up_on_engine_refusal
+    )
     await server.serve(sockets=[sock])
     ctx = app.state.kgserve
     if ctx.pool is not None and not ctx.engines_closed:
@@ -145,6 +195,7 @@ async def _serve(settings: Settings, sock: socket.socket) -> None:
         # second signal asked for "now".
         log.warning("second signal: stopping the engines now, without the grace period")
         await close_engines(ctx, 0.0)
+    return EXIT_ENGINE_REFUSED if server.refusal is not None else 0
 
 
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
@@ -188,6 +239,10 @@ def _worker_argv(args: argparse.Namespace, settings: Settings) -> list[str]:
         argv += ["--model", args.model]
     if args.throughput_test:
         argv += ["--throughput-test"]
+    for key in args.allow_unknown_cfg_key or ():
+        argv += ["--allow-unknown-cfg-key", key]
+    if args.stay_up_on_engine_refusal:
+        argv += ["--stay-up-on-engine-refusal"]
     return argv
 
 
@@ -200,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             host=args.host,
             throughput_test=args.throughput_test,
             model=args.model,
+            allow_unknown_cfg_keys=args.allow_unknown_cfg_key,
+            stay_up_on_engine_refusal=args.stay_up_on_engine_refusal,
         )
     except ConfigError as exc:
         print(f"kgserve: {exc}", file=sys.stderr)
@@ -208,6 +265,10 @@ def main(argv: list[str] | None = None) -> int:
     problems = startup_problems(settings)
     if problems:
         print(_problem_paragraph(settings, problems), file=sys.stderr)
+        return EXIT_STARTUP
+    cfg_problems = cfg_content_problems(settings)
+    if cfg_problems:
+        print(_cfg_paragraph(settings, cfg_problems), file=sys.stderr)
         return EXIT_STARTUP
     from kgserve.auth import exposure_warning, token_from_env
 
@@ -242,8 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, lambda *_: None)
     try:
         with asyncio.Runner(loop_factory=loop_factory()) as runner:
-            runner.run(_serve(settings, sock))
+            code = runner.run(_serve(settings, sock))
     finally:
         sock.close()
     log.info("kgserve stopped")
-    return 0
+    return code

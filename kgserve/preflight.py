@@ -9,10 +9,12 @@ import os
 import shutil
 from pathlib import Path
 
+from kgserve.katago.cfg import CfgParseError, read_cfg
+from kgserve.katago.cfgcheck import cfg_problems
 from kgserve.katago.netfile import is_synthetic_model, read_model_name
 from kgserve.settings import Settings
 
-__all__ = ["startup_problems"]
+__all__ = ["cfg_content_problems", "startup_problems"]
 
 
 def startup_problems(settings: Settings) -> list[str]:
@@ -46,3 +48,19 @@ def startup_problems(settings: Settings) -> list[str]:
     if not engine.cfg.is_file():
         problems.append(f"the KataGo analysis cfg {engine.cfg} does not exist (config key engine.cfg{source})")
     return problems
+
+
+def cfg_content_problems(settings: Settings) -> list[str]:
+    """One sentence per thing in the engine's cfg that KataGo would refuse, ignore or misread (its keys and
+    values read with KataGo's own rules: kgserve.katago.cfgcheck); empty for a cfg served as written. A cfg
+    that does not exist is startup_problems' to report."""
+    path = settings.engine.cfg
+    try:
+        values = read_cfg(path)
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        return [f"it cannot be read: {exc.strerror or exc}"]
+    except CfgParseError as exc:
+        return [f"KataGo cannot parse it: {exc}"]
+    return cfg_problems(values, settings.engine.allow_unknown_cfg_keys)

@@ -103,6 +103,13 @@ class EngineSettings(_Strict):
     # a synthetic net (random weights, `python -m kgbench.nets synth`) is served only when this says the run is a
     # throughput test: its analyses are noise (kgserve.katago.netfile); /readyz then says so
     throughput_test: bool = False
+    # cfg keys kgserve's start-up check lets through although KataGo v1.17.2 does not read them: keys of a newer
+    # KataGo the engine binary reads (docs/cfg.md). Any other unknown key, or a value KataGo would refuse, stops
+    # kgserve at start (kgserve.katago.cfgcheck)
+    allow_unknown_cfg_keys: list[str] = Field(default_factory=list)
+    # an engine that refuses to start the same way on consecutive starts (same exit, same stderr error, before
+    # ready) ends kgserve (exit 3) unless this keeps it up, unready, for a supervisor that restarts it
+    stay_up_on_engine_refusal: bool = False
     # the last share of each engine's numAnalysisThreads goes only to clients holding few of its threads (KataGo never
     # preempts a search: one client's long queries would otherwise hold every thread); a busy client's further
     # queries wait in kgserve (kgserve.engine.dispatch, docs/http-limits.md). 0: off, every query written at once
@@ -301,6 +308,8 @@ class Settings(_Strict):
         host: str | None = None,
         throughput_test: bool | None = None,
         model: str | None = None,
+        allow_unknown_cfg_keys: list[str] | None = None,
+        stay_up_on_engine_refusal: bool | None = None,
     ) -> Settings:
         """A copy with command-line choices applied; `model` (a path or `katrain`) replaces the served backend's
         model, wherever the config set it."""
@@ -310,6 +319,11 @@ class Settings(_Strict):
             engine = engine.model_copy(update={"backend": backend})
         if throughput_test is not None:
             engine = engine.model_copy(update={"throughput_test": throughput_test})
+        if allow_unknown_cfg_keys:
+            keys = [*engine.allow_unknown_cfg_keys, *allow_unknown_cfg_keys]
+            engine = engine.model_copy(update={"allow_unknown_cfg_keys": keys})
+        if stay_up_on_engine_refusal is not None:
+            engine = engine.model_copy(update={"stay_up_on_engine_refusal": stay_up_on_engine_refusal})
         if model is not None:
             path = _resolve_model(model, Path.cwd(), "--model")
             backends = {

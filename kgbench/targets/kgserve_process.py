@@ -138,7 +138,9 @@ class KgserveProcess:
 
     def _startup_reason(self, code: int) -> str:
         lines = [ln.strip() for ln in self.text().splitlines() if ln.strip()]
-        cannot = next((ln for ln in lines if "cannot start" in ln or "Error" in ln), None)
+        # kgserve's own verdict first (a cfg it will not serve, an engine refusing every start: docs/cfg.md)
+        verdict = next((ln for ln in lines if "will not serve the KataGo cfg" in ln or "kgserve stops:" in ln), None)
+        cannot = verdict or next((ln for ln in lines if "cannot start" in ln or "Error" in ln), None)
         last = cannot or (lines[-1] if lines else "no output")
         return f"kgserve exited with status {code} before it was ready: {last}"
 

@@ -84,6 +84,9 @@ class EnginePool:
         self._closing = False
         self._wake = asyncio.Event()
         self._started = False
+        # set when an engine refuses every start (kgserve.engine.supervisor) while the pool is not ready: whoever
+        # ends kgserve on it waits for this (kgserve.cli, unless engine.stay_up_on_engine_refusal)
+        self.refused = asyncio.Event()
 
     # -- lifecycle -----------------------------------------------------------------------------------------
     def engine_spec(self, index: int) -> EngineSpec:
@@ -124,9 +127,22 @@ class EnginePool:
                 on_change=self._changed,
                 closing=lambda: self._closing,
                 on_frozen=self._move_unstarted,
+                on_refusal=self._refused,
             )
             slot.task = asyncio.create_task(supervisor.run(previous), name=f"kgserve-engine-{slot.index}")
             previous = slot
+
+    @property
+    def refusal(self) -> str | None:
+        """Why an engine refuses every start (the first such engine's reason), or None."""
+        return next((slot.refused for slot in self._slots if slot.refused is not None), None)
+
+    def _refused(self, reason: str) -> None:
+        if self.ready:  # the others serve: degraded, /readyz names the refusal, nothing to end
+            log.error("%s; the pool serves on without it", reason)
+            return
+        log.error("%s", reason)
+        self.refused.set()
 
     def _changed(self) -> None:
         """An engine's state changed (ready, frozen, thawed, gone): waiters wake, a ready one takes held turns."""
@@ -229,6 +245,8 @@ class EnginePool:
             reason += f"; {errors[-1]}"
         elif not self._started:
             reason += "; the pool was not started"
+        if self.refusal is not None:
+            reason += f"; {self.refusal}"
         return reason
 
     def status(self) -> dict[str, Any]:

@@ -7,26 +7,48 @@ crash loop (e.g. a missing model) keeps retrying with that back-off, never busy-
 stderr lines for /readyz. A ready engine has a watchdog (kgserve.engine.watchdog): one that answers its
 liveness probe late is `frozen` (no new query; its slot's state says so) until it answers, and one that does not
 answer within `engine.liveness_timeout_s` (SIGSTOP, a wedged GPU) is killed and restarted.
+
+A deterministic refusal is told apart from a crash: an engine that exits before it is ready REFUSAL_STARTS times
+in a row with the same exit status and the same last stderr line (timestamps aside; e.g. KataGo's `Could not
+parse ... for key` or a missing GPU) will do so on every start, so the supervisor reports it (`on_refusal`, the
+reason) once; kgserve.cli then ends kgserve unless the pool serves on without that engine (enough others ready) or
+`engine.stay_up_on_engine_refusal` (the retries go on either way, with the back-off). A crash under load, a start
+timeout or a different error on the next start resets the count.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kgserve.engine.engine import Engine
-from kgserve.engine.errors import EngineStartupError
+from kgserve.engine.errors import EngineStartupError, exit_how
 from kgserve.engine.watchdog import Watchdog
 from kgserve.settings import EngineSettings
 
-__all__ = ["HEALTHY_RUN_S", "Slot", "Supervisor"]
+__all__ = ["EXIT_ENGINE_REFUSED", "HEALTHY_RUN_S", "REFUSAL_STARTS", "Slot", "Supervisor", "refusal_signature"]
 
 log = logging.getLogger("kgserve.engine")
 HEALTHY_RUN_S = 60.0  # an engine that ran this long before dying restarts with the initial back-off
+REFUSAL_STARTS = 3  # identical failures before ready, in a row, that make a deterministic refusal
+EXIT_ENGINE_REFUSED = 3  # kgserve's exit status when it ends on such a refusal (kgserve.cli, kgserve.procs.workers)
+# KataGo's (and the sim's) log prefix `2026-11-28 21:19:39+0000: `: not part of what an error says
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d\S*:?\s*")
+
+
+def refusal_signature(error: BaseException) -> tuple[int, str] | None:
+    """(exit status, last stderr line without its timestamp) of an engine that exited before it was ready; None
+    for any other start failure (a start timeout, an unexpected error): those are not refusals."""
+    if not isinstance(error, EngineStartupError) or error.exit_code is None:
+        return None
+    lines = [_TIMESTAMP.sub("", line).strip() for line in error.stderr_tail]
+    lines = [line for line in lines if line]
+    return error.exit_code, lines[-1] if lines else ""
 
 
 @dataclass
@@ -41,6 +63,9 @@ class Slot:
     last_stderr: list[str] = field(default_factory=list)
     last_error: str | None = None
     totals: dict[str, int] = field(default_factory=dict)  # counters of this slot's previous engines
+    refusal: tuple[int, str] | None = None  # the signature of the last start failures (refusal_signature)
+    refusals: int = 0  # how many starts in a row failed with that signature
+    refused: str | None = None  # the reason, once they make a deterministic refusal; cleared when it gets ready
     first_attempt: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -94,6 +119,7 @@ class Supervisor:
         on_change: Callable[[], None],
         closing: Callable[[], bool],
         on_frozen: Callable[[Engine], None] = lambda engine: None,
+        on_refusal: Callable[[str], None] = lambda reason: None,
     ) -> None:
         self.slot = slot
         self.settings = settings
@@ -102,6 +128,7 @@ class Supervisor:
         self._changed = on_change
         self._closing = closing
         self._on_frozen = on_frozen
+        self._on_refusal = on_refusal
 
     async def run(self, previous: Slot | None) -> None:
         """Engines start one after another: this slot's first start waits for the previous slot's."""
@@ -146,13 +173,28 @@ class Supervisor:
             tail = exc.stderr_tail if isinstance(exc, EngineStartupError) else list(engine.stderr_tail)
             slot.retire(engine, str(exc) or type(exc).__name__, tail)
             slot.state = "failed"
+            self._count_refusal(exc)
             return False
+        slot.refusal, slot.refusals, slot.refused = None, 0, None
         slot.first_attempt.set()
         slot.state = "ready"
         slot.start_s = engine.start_s
         self._on_ready(engine)
         self._changed()
         return True
+
+    def _count_refusal(self, error: BaseException) -> None:
+        slot = self.slot
+        signature = refusal_signature(error)
+        slot.refusals = slot.refusals + 1 if signature is not None and signature == slot.refusal else 1
+        slot.refusal = signature
+        if signature is not None and slot.refusals == REFUSAL_STARTS:
+            status, line = signature
+            slot.refused = (
+                f"engine {slot.index} refused to start {REFUSAL_STARTS} times in a row the same way "
+                f"({exit_how(status)}: {line or 'no stderr'}), and will on every start"
+            )
+            self._on_refusal(slot.refused)
 
     async def _watch_liveness(self, engine: Engine) -> str | None:
         """Wait for the engine to exit while its watchdog probes it (kgserve.engine.watchdog): why it was killed,

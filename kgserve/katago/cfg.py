@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = [
@@ -24,7 +25,9 @@ __all__ = [
     "BACKEND_PREFIXES",
     "GTP_ONLY_KEYS",
     "KATAGO_SOURCE_VERSION",
+    "KATAGO_WHITESPACE",
     "KNOWN_ANALYSIS_KEYS",
+    "LINE_BREAKS",
     "CfgParseError",
     "cfg_analysis_threads",
     "cfg_max_visits",
@@ -33,6 +36,7 @@ __all__ = [
     "is_known_key",
     "parse_cfg_text",
     "read_cfg",
+    "value_problem",
 ]
 
 KATAGO_SOURCE_VERSION = "1.17.2"  # the KataGo source the key sets were checked against (see above)
@@ -324,27 +328,190 @@ def is_known_key(key: str) -> bool:
     return key in KNOWN_ANALYSIS_KEYS or _INDEXED.match(key) is not None
 
 
+# Global::trim / Global::isWhitespace in cpp/core/global.cpp: the only whitespace KataGo's cfg parser strips
+KATAGO_WHITESPACE = " \t\r\n\v\f"
+
+# Every character a line reader of KataGo or of this project splits a line on: KataGo's `getline` splits on `\n`
+# only, Python's `str.splitlines` (what kgserve read cfgs with before, and what any other Python reader would use)
+# also on CR, VT, FF, FS, GS, RS, NEL, U+2028 and U+2029. A value holding any of them would be one line to KataGo
+# and several to such a reader, so a written value refuses them all and the reader here splits on `\n` only.
+LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+
+# ConfigParser::parseKeyValue: a key is ASCII letters, digits, `_` and `-`
+_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
 class CfgParseError(ValueError):
-    """A line that is neither blank, a `#` comment nor `key = value` (KataGo refuses the whole file)."""
+    """A cfg KataGo refuses to load (the message is KataGo's ConfigParsingError text, line and file named)."""
 
 
-def parse_cfg_text(text: str) -> dict[str, str]:
-    """`key = value` lines (`#` starts a comment, blank lines skipped, later keys win), values as written."""
-    values: dict[str, str] = {}
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
-        if "=" not in line:
-            raise CfgParseError(raw)
-        key, value = (part.strip() for part in line.split("=", 1))
-        values[key] = value
-    return values
+@dataclass
+class _Reader:
+    """ConfigParser::readStreamContent and processIncludedFile of KataGo v1.17.2 (cpp/core/config_parser.cpp),
+    as the analysis command builds it (`keysOverride` false: a key twice in one file is an error;
+    `keysOverrideFromIncludes` true: a key set again by an included file, or after one, overrides)."""
+
+    file_name: str
+    base_dirs: list[str] = field(default_factory=list)
+    values: dict[str, str] = field(default_factory=dict)
+    included: list[str] = field(default_factory=list)
+    overrides: list[str] = field(default_factory=list)  # KataGo's "was overriden" log lines
+    cur_file: str = ""
+    line_num: int = 0
+
+    def where(self) -> str:
+        return f", line {self.line_num} in '{self.cur_file}'"
+
+    def fail(self, what: str = "Could not parse key value pair") -> CfgParseError:
+        return CfgParseError(what + self.where())
+
+    def read_text(self, text: str) -> None:
+        self.line_num = 0
+        file_keys: set[str] = set()
+        for raw in text.split("\n"):  # std::getline: `\n` and nothing else ends a line
+            self.line_num += 1
+            line = raw.strip(KATAGO_WHITESPACE)
+            if not line or line[0] == "#":
+                continue
+            if line[0] == "@":
+                self.directive(line)
+                continue
+            pair = self.key_value(line)
+            if pair is None:
+                continue
+            key, value = pair
+            if key in file_keys:
+                raise CfgParseError(
+                    f"Key '{key}' + was specified multiple times in {self.cur_file}, you probably didn't mean to do "
+                    "this, please delete one of them"
+                )
+            if key in self.values:
+                self.overrides.append(f"Key '{key}' + was overriden by new value '{value}'{self.where()}")
+            self.values[key] = value
+            file_keys.add(key)
+
+    def directive(self, line: str) -> None:
+        line = line.split("#", 1)[0]
+        if len(line) < 9:
+            raise self.fail("Unsupported @ directive")
+        cut = next((i for i, c in enumerate(line) if c in " \t\v\f="), None)
+        if cut is None:
+            raise self.fail("@ directive without value (key-val separator is not found)")
+        key = line[:cut].strip(KATAGO_WHITESPACE)
+        if key != "@include":
+            raise self.fail(f"Unsupported @ directive '{key}'")
+        rest = line[cut + 1 :].lstrip(" \t\v\f=")
+        if not rest:
+            raise self.fail("@ directive without value (value after key-val separator is not found)")
+        name = rest.strip(KATAGO_WHITESPACE).strip("'").strip('"')
+        line_num, cur_file = self.line_num, self.cur_file
+        self.include(name)
+        self.line_num, self.cur_file = line_num, cur_file
+
+    def include(self, name: str) -> None:
+        if name == self.file_name or name in self.included:
+            raise self.fail(f"Circular or multiple inclusion of the same file: '{name}'")
+        self.included.append(name)
+        self.cur_file = name
+        base = _base_dir(name)
+        if base and base[0] in "\\/":
+            raise CfgParseError("Absolute paths in the included files are not supported yet")
+        path = "".join(self.base_dirs) + name
+        if base:
+            self.base_dirs.append(base)
+        try:
+            text = Path(path).read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            raise CfgParseError(f"Could not open file {path}") from None
+        self.read_text(text)
+        if base:
+            self.base_dirs.pop()
+
+    def key_value(self, line: str) -> tuple[str, str] | None:
+        """ConfigParser::parseKeyValue on a trimmed line: None for a comment, else (key, value)."""
+        n, i = len(line), 0
+        match = _KEY.match(line)
+        key = match.group() if match else ""
+        i = len(key)
+        if i < n and line[i] == "#":
+            if key:
+                raise self.fail()
+            return None
+        if i < n and line[i] not in KATAGO_WHITESPACE and line[i] != "=":
+            raise self.fail()
+        while i < n and line[i] in KATAGO_WHITESPACE:
+            i += 1
+        if i < n and line[i] == "#":
+            if key:
+                raise self.fail()
+            return None
+        if i < n and line[i] != "=":
+            raise self.fail()
+        found_equals = i < n
+        i += 1 if found_equals else 0
+        while i < n and line[i] in KATAGO_WHITESPACE:
+            i += 1
+        if i < n and line[i] == "#":
+            if key or found_equals:
+                raise self.fail()
+            return None
+        quoted = i < n and line[i] == '"'
+        value = self.quoted_value(line, i + 1) if quoted else line[i:].split("#", 1)[0].strip(KATAGO_WHITESPACE)
+        if (quoted or found_equals) and not (key and value):
+            raise self.fail()
+        if bool(key) != bool(value):
+            raise self.fail()
+        return (key, value) if key else None
+
+    def quoted_value(self, line: str, i: int) -> str:
+        """A `"..."` value: `\\x` is x, the closing quote may be followed only by whitespace and a comment."""
+        out: list[str] = []
+        n = len(line)
+        while i < n:
+            c = line[i]
+            if c == "\\":
+                if i + 1 >= n:
+                    raise self.fail()
+                out.append(line[i + 1])
+                i += 2
+                continue
+            if c == '"':
+                break
+            out.append(c)
+            i += 1
+        if i >= n:  # no closing quote
+            raise self.fail()
+        rest = line[i + 1 :].strip(KATAGO_WHITESPACE)
+        if rest and rest[0] != "#":
+            raise self.fail()
+        return "".join(out)
+
+
+def _base_dir(name: str) -> str:
+    """ConfigParser::extractBaseDir: the path up to and including its last `/` or `\\`."""
+    cut = max(name.rfind("/"), name.rfind("\\"))
+    return name[: cut + 1] if cut >= 0 else ""
+
+
+def parse_cfg_text(text: str, file_name: str = "<cfg text>") -> dict[str, str]:
+    """The keys of cfg text exactly as KataGo v1.17.2 reads them (lines split on `\n` only, `#` comments,
+    `key = value` or `key = "quoted"`, KataGo's whitespace trimmed, a key twice refused, `@include` read relative
+    to the working folder as KataGo reads a stream). CfgParseError with KataGo's message for what it refuses."""
+    reader = _Reader(file_name=file_name, cur_file=file_name)
+    reader.read_text(text)
+    return reader.values
 
 
 def read_cfg(path: Path) -> dict[str, str]:
-    """A cfg file's keys (OSError when it cannot be read, CfgParseError when a line is not `key = value`)."""
-    return parse_cfg_text(path.read_text(encoding="utf-8", errors="replace"))
+    """A cfg file's keys as KataGo reads them, `@include`s relative to its folder (OSError when it cannot be read,
+    CfgParseError for what KataGo refuses). Bytes that are not UTF-8 read as U+FFFD: KataGo splits bytes on
+    `\n`, which no multi-byte UTF-8 sequence holds, so the lines are the same."""
+    name = str(path)
+    text = Path(path).read_bytes().decode("utf-8", errors="replace")
+    base = _base_dir(name)
+    reader = _Reader(file_name=name, cur_file=name, base_dirs=[base] if base else [])
+    reader.read_text(text)
+    return reader.values
 
 
 def cfg_max_visits(cfg: Path) -> int | None:
@@ -372,13 +539,39 @@ def format_value(value: object) -> str:
     return str(value)
 
 
+def value_problem(text: str) -> str | None:
+    """Why KataGo would not read `text` back as written as an unquoted `key = text` value, or None. A line break of
+    any reader (LINE_BREAKS), a `#` (starts a comment), an empty value or one with KataGo's whitespace at either end
+    (trimmed), or a leading `"` (starts a quoted value) would each make what KataGo, or a reader of this project,
+    reads differ from what was meant."""
+    breaks = sorted({f"U+{ord(c):04X}" for c in text if c in LINE_BREAKS})
+    if breaks:
+        return f"it holds a line break ({', '.join(breaks)})"
+    if "#" in text:
+        return "it holds a '#', which starts a comment"
+    if not text:
+        return "it is empty (KataGo refuses a key without a value)"
+    if text != text.strip(KATAGO_WHITESPACE):
+        return "it starts or ends with whitespace, which KataGo trims"
+    if text.startswith('"'):
+        return "it starts with '\"', which KataGo reads as a quoted value"
+    return None
+
+
 def cfg_text(keys: Mapping[str, object], header: Iterable[str] = ()) -> str:
-    """The cfg file: `# header` lines, then `key = value` in the given order. ValueError for a value KataGo
-    cannot read back (a newline or a `#`, which would start a comment)."""
-    lines = [f"# {line}" for line in header]
+    """The cfg file: `# header` lines, then `key = value` in the given order. ValueError for a key or a value KataGo
+    cannot read back as written (`value_problem`), or a header line holding a line break."""
+    lines = []
+    for line in header:
+        if any(c in LINE_BREAKS for c in line):
+            raise ValueError(f"cfg header line {line!r} holds a line break")
+        lines.append(f"# {line}")
     for key, value in keys.items():
+        if _KEY.fullmatch(key) is None:
+            raise ValueError(f"KataGo key {key!r} cannot be written: a key is ASCII letters, digits, '_' and '-'")
         text = format_value(value)
-        if "\n" in text or "#" in text:
-            raise ValueError(f"KataGo key {key!r} has a value KataGo cannot read: {text!r}")
+        problem = value_problem(text)
+        if problem:
+            raise ValueError(f"KataGo key {key!r} has a value KataGo cannot read back as written: {text!r}: {problem}")
         lines.append(f"{key} = {text}")
     return "\n".join(lines) + "\n"

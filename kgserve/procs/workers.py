@@ -7,7 +7,8 @@ share of the engines (`engine.processes` split as evenly as it goes), of `limits
 memory budget, of the per-client caps (rounded up) and of `engine.min_ready`. Each worker is a whole kgserve:
 its own log lines, /readyz and /metrics (a scrape reaches one worker). SIGTERM / SIGINT to the supervisor go to
 every worker (each drains as a single kgserve does); a worker that exits on its own stops the others and the
-supervisor exits 1. A worker dies with its supervisor (parent-death signal), and its engines with it.
+supervisor exits 1 (3 when the worker's engine refused every start, as a single kgserve does). A worker dies
+with its supervisor (parent-death signal), and its engines with it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import time
 from types import FrameType
 
 from kgserve.engine.procutil import child_preexec
+from kgserve.engine.supervisor import EXIT_ENGINE_REFUSED
 from kgserve.settings import Settings
 
 __all__ = ["parse_worker", "supervise", "worker_settings"]
@@ -87,8 +89,10 @@ def supervise(settings: Settings, reserved: socket.socket, argv: list[str]) -> i
     try:
         while not stopping and all(proc.poll() is None for proc in procs):
             time.sleep(POLL_S)
+        gone_code: int | None = None
         if not stopping:
             gone = next(proc for proc in procs if proc.poll() is not None)
+            gone_code = gone.returncode
             log.error("kgserve worker pid %d exited with status %s: stopping the others", gone.pid, gone.returncode)
             forward(signal.SIGTERM, None)
             stopping.clear()  # not a requested stop: exit 1 below
@@ -103,6 +107,6 @@ def supervise(settings: Settings, reserved: socket.socket, argv: list[str]) -> i
         for signum, handler in previous.items():
             signal.signal(signum, handler)
         reserved.close()
-    if not stopping:
-        return 1
+    if not stopping:  # a worker whose engine refuses every start: the same exit status as a single kgserve
+        return EXIT_ENGINE_REFUSED if gone_code == EXIT_ENGINE_REFUSED else 1
     return 0 if all(proc.returncode == 0 for proc in procs) else 1

@@ -8,7 +8,6 @@ closest valid key, because KataGo itself would only warn (`Unused key`) and run 
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from kgserve.katago.cfg import KNOWN_ANALYSIS_KEYS, cfg_text, format_value, is_known_key
+from kgserve.katago.cfgcheck import suggest_key, value_problem_for
 
 __all__ = [
     "KGBENCH_KEYS",
@@ -62,13 +62,6 @@ def katago_keys(cfg: Mapping[str, Any] | DictConfig) -> dict[str, Any]:
             raise RenderError(f"KataGo key {key!r} must be a scalar or a flat list, got {value!r}")
         out[key] = value
     return out
-
-
-def suggest_key(key: str, known: Iterable[str] = KNOWN_ANALYSIS_KEYS) -> str | None:
-    """The closest valid key (difflib), case-insensitively, or None."""
-    by_lower = {k.lower(): k for k in known}
-    match = difflib.get_close_matches(key.lower(), list(by_lower), n=1, cutoff=0.6)
-    return by_lower[match[0]] if match else None
 
 
 def validate_keys(keys: Iterable[str], known: frozenset[str] = KNOWN_ANALYSIS_KEYS) -> None:
@@ -121,11 +114,15 @@ def render_cfg(
     so TensorRT timing caches survive) unless the config sets it. `header` lines become `# ` comments."""
     keys = katago_keys(cfg)
     validate_keys(keys, known)
+    for key, value in keys.items():  # the value rules kgserve checks at start (kgserve.katago.cfgcheck)
+        problem = value_problem_for(key, format_value(value))
+        if problem:
+            raise RenderError(f"KataGo key {key!r}: {problem}")
     if home_data_dir is not None and "homeDataDir" not in keys:
         keys["homeDataDir"] = str(home_data_dir)
     try:
         text = cfg_text(keys, header)
-    except ValueError as exc:  # a value with a newline or a `#`
+    except ValueError as exc:  # a value KataGo would not read back as written (a line break, a `#`, ...)
         raise RenderError(str(exc)) from None
     warning = thread_warning(keys, str(cfg.get("backend", "")))
     rendered = {key: format_value(value) for key, value in keys.items()}

@@ -145,7 +145,8 @@ def test_hand_edited_cfg_is_reported(tmp_path: Path) -> None:
     config.write_text(set_engine_backend(config.read_text(), "sim"))
     cfg = config.parent / "katago_serving.cfg"
     fields = {"run_id": "0123456789abcdef", "sweep_id": "s-test", "backend": "sim", "simulated": "true"}
-    cfg.write_text(render_header(fields, "numAnalysisThreads = 4\nnnMaxBatchSize = 16\n"))
+    body = "numAnalysisThreads = 4\nnumSearchThreadsPerAnalysisThread = 1\nnnMaxBatchSize = 16\n"  # what KataGo needs
+    cfg.write_text(render_header(fields, body))
     cfg.write_text(cfg.read_text().replace("nnMaxBatchSize = 16", "nnMaxBatchSize = 32"))
     env = {**os.environ, "PYTHONPATH": str(REPO), "KGSERVE_SIM_DEVICE": "private"}
     with kgserve_ready(config, env, cwd=tmp_path) as (process, ready):

@@ -142,6 +142,7 @@ def test_kill_9_of_kgserve_leaves_no_engine(
 
 
 def test_crash_loop_keeps_kgserve_up_and_not_ready(tmp_path: Path, config_writer: Any, kgserve_process: Any) -> None:
+    """With engine.stay_up_on_engine_refusal (without it kgserve exits 3: tests/kgserve/http/test_cfg_startup.py)."""
     model = tmp_path / "kgsim.bin.gz"
     model.write_bytes(SIM_MODEL.read_bytes())
     process = start(
@@ -151,18 +152,22 @@ def test_crash_loop_keeps_kgserve_up_and_not_ready(tmp_path: Path, config_writer
         None,
         {
             "engine.backends.sim": {"model": str(model)},
-            "engine": {"restart_backoff_initial_s": 0.2, "restart_backoff_max_s": 1.0},
+            "engine": {
+                "restart_backoff_initial_s": 0.2,
+                "restart_backoff_max_s": 1.0,
+                "stay_up_on_engine_refusal": True,
+            },
         },
     )
     try:
         (engine_pid,) = process.child_pids()
         model.unlink()
         os.kill(engine_pid, signal.SIGKILL)
-        wait_for(lambda: httpx.get(process.url + "/readyz").json()["engines"][0]["restarts"] >= 3, 30, "restarts")
+        wait_for(lambda: "refused" in (httpx.get(process.url + "/readyz").json()["reason"] or ""), 30, "the refusal")
         readyz = httpx.get(process.url + "/readyz", timeout=10)
         assert readyz.status_code == 503
         document = readyz.json()
-        assert document["ready"] is False and document["reason"]
+        assert document["ready"] is False and "refused to start 3 times in a row" in document["reason"]
         assert any(document["engines"][0]["last_stderr"])
         assert httpx.get(process.url + "/healthz").status_code == 200
         refused = httpx.post(process.url + "/analysis", content=long_query("x", 10), timeout=10)

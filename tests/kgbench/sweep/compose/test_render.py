@@ -96,9 +96,14 @@ def test_home_data_dir_from_the_runtime_config_unless_set() -> None:
 
 
 def test_lists_and_bad_values() -> None:
-    assert render_cfg({**BASE, "cudaDeviceToUse": [0, 1]}).keys["cudaDeviceToUse"] == "0,1"
-    with pytest.raises(RenderError, match="must be an integer"):
+    assert render_cfg({**BASE, "avoidSgfPatternDirs": ["a", "b"]}).keys["avoidSgfPatternDirs"] == "a,b"
+    # KataGo reads cudaDeviceToUse with getInt: a list is refused at start (per-thread devices have their own keys)
+    with pytest.raises(RenderError, match="'cudaDeviceToUse': could not parse '0,1' as int"):
+        render_cfg({**BASE, "cudaDeviceToUse": [0, 1]})
+    with pytest.raises(RenderError, match="'nnMaxBatchSize': could not parse 'lots' as int"):
         render_cfg({**BASE, "nnMaxBatchSize": "lots"})
+    with pytest.raises(RenderError, match="'numAnalysisThreads': '0' is out of KataGo's range 1 to 16384"):
+        render_cfg({**BASE, "numAnalysisThreads": 0})
     with pytest.raises(RenderError, match="cannot read"):
         render_cfg({**BASE, "logDir": "a#b"})
     with pytest.raises(RenderError, match="flat list"):
