@@ -281,6 +281,12 @@ def _components(auth: bool) -> dict[str, Any]:
                     "cfg": {"type": "string"},
                     "provenance": {"type": "object", "nullable": True, "description": "the cfg's promote header"},
                     "engines": {"type": "array", "items": {"type": "object"}},
+                    "analysis_threads": {
+                        "type": "integer",
+                        "nullable": True,
+                        "description": "numAnalysisThreads of each engine's cfg (null: the cfg does not say)",
+                    },
+                    "max_inflight_queries": {"type": "integer", "description": "limits.max_inflight_queries"},
                 },
             },
         }
@@ -322,6 +328,8 @@ def build_openapi(settings: Settings, *, auth: bool = False, sample_root: Path =
         "cfg": str(settings.engine.cfg),
         "provenance": None,
         "engines": [],
+        "analysis_threads": 16,
+        "max_inflight_queries": settings.limits.max_inflight_queries,
     }
     not_ready = {
         **ready_example,

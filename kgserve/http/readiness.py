@@ -14,6 +14,7 @@ from typing import Any
 
 from kgserve.context import ServeContext
 from kgserve.engine.client import is_simulated
+from kgserve.katago.cfg import cfg_analysis_threads
 from kgserve.katago.netfile import is_synthetic_model
 
 __all__ = ["readiness"]
@@ -56,5 +57,8 @@ def readiness(ctx: ServeContext, *, detailed: bool = True) -> tuple[bool, dict[s
         "cfg": str(settings.engine.cfg),
         "provenance": ctx.provenance,
         "engines": engines,
+        # what a client sizes its concurrency from (python -m kgserve.batch): threads per engine, and the cap
+        "analysis_threads": cfg_analysis_threads(settings.engine.cfg),
+        "max_inflight_queries": settings.limits.max_inflight_queries,
     }
     return ready, payload
