@@ -103,8 +103,8 @@ def _target(args: argparse.Namespace) -> Target:
 
 
 async def _run(args: argparse.Namespace, source: RowSource, settings: QuerySettings, journal: Journal,
-               total: int) -> tuple[int, float, float | None]:  # fmt: skip
-    """(rows answered by the target, seconds, the engines' NN rows when they report them)"""
+               total: int) -> tuple[int, float, float | None, dict[str, int]]:  # fmt: skip
+    """(rows answered by the target, seconds, the engines' NN rows when they report them, retries by reason)"""
     target = _target(args)
     await target.open()
     try:
@@ -120,7 +120,7 @@ async def _run(args: argparse.Namespace, source: RowSource, settings: QuerySetti
             progress.close()
     finally:
         nn_rows = await target.close()
-    return progress.sent, time.monotonic() - started, nn_rows
+    return progress.sent, time.monotonic() - started, nn_rows, dict(progress.retries)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"batch: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     try:
-        sent, elapsed, nn_rows = asyncio.run(_run(args, source, settings, journal, found.rows))
+        sent, elapsed, nn_rows, retries = asyncio.run(_run(args, source, settings, journal, found.rows))
         tally = journal.assemble(output, found.rows)
     except TargetFailed as exc:
         print(f"batch: {exc} (the answers so far are kept in {path}: rerun to resume)", file=sys.stderr)
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         journal.close()
     # NN rows per visit only when every row was searched in this run (a resumed run's engines saw only part)
     nn_rows = nn_rows if sent == tally.rows else None
-    print(summary_text(tally, sent=sent, elapsed_s=elapsed, nn_rows=nn_rows, skipped=dict(found.problems)),
-          file=sys.stderr)  # fmt: skip
+    text = summary_text(tally, sent=sent, elapsed_s=elapsed, nn_rows=nn_rows, skipped=found.problems, retries=retries)
+    print(text, file=sys.stderr)
     print(f"batch: wrote {output}", file=sys.stderr)
     return EXIT_ERRORS if tally.failed else 0

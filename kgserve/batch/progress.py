@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 from typing import TextIO
 
 __all__ = ["Progress", "make_progress"]
@@ -23,6 +24,7 @@ class Progress:
         self.done = done
         self.errors = 0
         self.sent = 0  # rows answered in this run (the rate's numerator)
+        self.retries: Counter[str] = Counter()  # failed attempts tried again, by reason (its text up to a colon)
         self.every_s = every_s
         self.stream = stream
         self.started = time.monotonic()
@@ -48,6 +50,9 @@ class Progress:
         if now - self._last >= self.every_s:
             self._last = now
             print(self.line(), file=self.stream, flush=True)
+
+    def retried(self, reason: str) -> None:
+        self.retries[reason.split(":", 1)[0]] += 1
 
     def close(self) -> None:
         print(self.line(), file=self.stream, flush=True)

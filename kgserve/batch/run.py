@@ -28,13 +28,14 @@ class Target(Protocol):
     async def close(self) -> float | None: ...  # the engines' NN rows, when they report them
 
 
-async def _answer(target: Target, row: Row, max_attempts: int, backoff: Backoff) -> Answer:
+async def _answer(target: Target, row: Row, max_attempts: int, backoff: Backoff, progress: Progress) -> Answer:
     reason = "no attempt"
     for attempt in range(max_attempts):
         try:
             return await target.send(row)
         except RetryLater as exc:
             reason = exc.reason
+            progress.retried(reason)
             if attempt + 1 < max_attempts:
                 await asyncio.sleep(backoff.delay(attempt, exc.retry_after_s))
     return gave_up(row.caller_id, max_attempts, reason)
@@ -67,7 +68,7 @@ async def answer_rows(
 
     async def work() -> None:
         while (row := await queue.get()) is not None:
-            answer = await _answer(target, row, max_attempts, backoff)
+            answer = await _answer(target, row, max_attempts, backoff, progress)
             journal.record(row.index, answer)
             progress.advance(error=answer.error is not None)
 

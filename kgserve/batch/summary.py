@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = ["Tally", "summary_text"]
@@ -49,7 +50,15 @@ def _caller_id(lines: list[str]) -> str:
     return "(no id)"
 
 
-def summary_text(tally: Tally, *, sent: int, elapsed_s: float, nn_rows: float | None, skipped: dict[str, str]) -> str:
+def summary_text(
+    tally: Tally,
+    *,
+    sent: int,
+    elapsed_s: float,
+    nn_rows: float | None,
+    skipped: Mapping[str, str],
+    retries: Mapping[str, int],
+) -> str:
     """`sent`: rows answered by the target in this run (a resumed run's earlier rows are in the tally, not here)."""
     rate = sent / elapsed_s if elapsed_s > 0 else 0.0
     lines = [f"batch: {tally.rows} rows, {tally.answered} answered, {tally.failed} errors; "
@@ -58,6 +67,9 @@ def summary_text(tally: Tally, *, sent: int, elapsed_s: float, nn_rows: float | 
         lines.append(
             f"  NN rows per visit: {nn_rows / tally.visits:.3f} ({nn_rows:.0f} NN rows, {tally.visits} visits)"
         )
+    if retries:
+        reasons = ", ".join(f"{reason} x{count}" for reason, count in sorted(retries.items(), key=lambda i: -i[1]))
+        lines.append(f"  attempts tried again: {sum(retries.values())} ({reasons})")
     for kind, count in sorted(tally.error_counts.items(), key=lambda item: -item[1]):
         lines.append(f"  error x{count}: {kind} (e.g. {', '.join(tally.errors[kind])})")
     for record, why in skipped.items():

@@ -109,6 +109,7 @@ def test_kgserve_restarted_mid_run(games: Path, sim_config: Path, tmp_path: Path
         second = start_kgserve(sim_config, batch_env(), "--port", url.rsplit(":", 1)[1], log_dir=tmp_path)
         second.wait_listening(120)
         assert command.wait(180) == 0, (tmp_path / "batch.log").read_text()
+        assert "attempts tried again" in (tmp_path / "batch.log").read_text()  # the restart was met, and outlived
     finally:
         first.stop()
         if second is not None:
