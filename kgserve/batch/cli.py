@@ -108,8 +108,8 @@ async def _run(args: argparse.Namespace, source: RowSource, settings: QuerySetti
     target = _target(args)
     await target.open()
     try:
-        concurrency = args.concurrency or await target.concurrency()
-        print(f"batch: {total - len(journal.done)} of {total} rows to answer, {concurrency} at a time, via "
+        concurrency, why = (args.concurrency, "--concurrency") if args.concurrency else await target.concurrency()
+        print(f"batch: {total - len(journal.done)} of {total} rows to answer, {concurrency} at a time ({why}), via "
               f"{target.describe()}", file=sys.stderr)  # fmt: skip
         progress = make_progress(total, len(journal.done), every_s=args.progress_every)
         started = time.monotonic()

@@ -30,14 +30,18 @@ class TargetFailed(Exception):
     """The target cannot answer any row (bad credentials, an engine that does not start); the run stops."""
 
 
-def concurrency_from_readyz(readyz: dict[str, Any], limit: int | None = None) -> int:
-    """Rows in flight to keep every analysis thread busy with one more waiting in each engine: 2 x threads x
-    engines, within kgserve's limit on queries in flight."""
+def concurrency_from_readyz(readyz: dict[str, Any]) -> tuple[int, str]:
+    """Rows in flight to keep every analysis thread busy with one more waiting for each: 2 x threads x engines,
+    within kgserve's limit on queries in flight; and how that was found."""
     threads = readyz.get("analysis_threads")
     engines = len(readyz.get("engines") or []) or 1
-    wanted = 2 * threads * engines if isinstance(threads, int) and threads > 0 else DEFAULT_CONCURRENCY
-    limit = limit or readyz.get("max_inflight_queries")
-    return max(1, min(wanted, limit)) if isinstance(limit, int) and limit > 0 else wanted
+    if not isinstance(threads, int) or threads < 1:
+        return DEFAULT_CONCURRENCY, "the default: /readyz names no analysis_threads"
+    wanted, why = 2 * threads * engines, f"2 x {threads} analysis threads x {engines} engine(s), from /readyz"
+    limit = readyz.get("max_inflight_queries")
+    if isinstance(limit, int) and 0 < limit < wanted:
+        return limit, f"kgserve's max_inflight_queries ({why}: {wanted})"
+    return wanted, why
 
 
 def _retry_after(headers: Any) -> float | None:
@@ -71,14 +75,16 @@ class HttpTarget:
         assert self._session is not None, "open() first"
         return self._session
 
-    async def concurrency(self) -> int:
-        """From /readyz (kgserve starting or unreachable: the default; the rows wait for it anyway)."""
+    async def concurrency(self) -> tuple[int, str]:
+        """From /readyz (kgserve unreachable: the default; the rows wait for it anyway)."""
         try:
             async with self.session.get(self.url + "/readyz", headers=self.headers) as resp:
                 readyz = await resp.json(content_type=None)
-        except (TimeoutError, aiohttp.ClientError, ValueError):
-            return DEFAULT_CONCURRENCY
-        return concurrency_from_readyz(readyz) if isinstance(readyz, dict) else DEFAULT_CONCURRENCY
+        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+            return DEFAULT_CONCURRENCY, f"the default: /readyz did not answer ({type(exc).__name__})"
+        if not isinstance(readyz, dict):
+            return DEFAULT_CONCURRENCY, "the default: /readyz is not a JSON object"
+        return concurrency_from_readyz(readyz)
 
     async def send(self, row: Row) -> Answer:
         assert row.line is not None

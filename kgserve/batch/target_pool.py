@@ -51,10 +51,13 @@ class PoolTarget:
             await self.pool.close(0.0)
             raise TargetFailed(f"the engines did not become ready: {exc.reason}") from None
 
-    async def concurrency(self) -> int:
-        """2 x numAnalysisThreads x engines: every thread busy, and one query waiting in each engine."""
-        threads = cfg_analysis_threads(self.settings.engine.cfg) or FALLBACK_THREADS
-        return 2 * threads * self.settings.engine.processes
+    async def concurrency(self) -> tuple[int, str]:
+        """2 x numAnalysisThreads x engines: every thread busy, and one query waiting for each."""
+        threads = cfg_analysis_threads(self.settings.engine.cfg)
+        processes = self.settings.engine.processes
+        if threads is None:
+            return 2 * FALLBACK_THREADS * processes, f"the cfg names no numAnalysisThreads: 2 x {FALLBACK_THREADS}"
+        return 2 * threads * processes, f"2 x {threads} analysis threads x {processes} engine(s), from the cfg"
 
     async def send(self, row: Row) -> Answer:
         assert row.line is not None
