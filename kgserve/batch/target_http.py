@@ -11,12 +11,13 @@ How it treats kgserve's answers (docs/http-api.md):
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
 import aiohttp
 
-from kgserve.batch.answers import Answer, RetryLater, answer_of
+from kgserve.batch.answers import Answer, Backoff, RetryLater, answer_of
 from kgserve.batch.inputs import Row
 from kgserve.katago.protocol import error_line
 
@@ -75,16 +76,22 @@ class HttpTarget:
         assert self._session is not None, "open() first"
         return self._session
 
-    async def concurrency(self) -> tuple[int, str]:
-        """From /readyz (kgserve unreachable: the default; the rows wait for it anyway)."""
-        try:
-            async with self.session.get(self.url + "/readyz", headers=self.headers) as resp:
-                readyz = await resp.json(content_type=None)
-        except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
-            return DEFAULT_CONCURRENCY, f"the default: /readyz did not answer ({type(exc).__name__})"
-        if not isinstance(readyz, dict):
+    async def concurrency(self, attempts: int = 8) -> tuple[int, str]:
+        """From /readyz, asked a few times while kgserve does not answer (restarting); then the default (the rows
+        wait for kgserve anyway)."""
+        backoff = Backoff(base_s=0.5, cap_s=8.0)
+        for attempt in range(attempts):
+            try:
+                async with self.session.get(self.url + "/readyz", headers=self.headers) as resp:
+                    readyz = await resp.json(content_type=None)
+            except (TimeoutError, aiohttp.ClientError, ValueError) as exc:
+                problem = type(exc).__name__
+                await asyncio.sleep(backoff.delay(attempt) if attempt + 1 < attempts else 0)
+                continue
+            if isinstance(readyz, dict):
+                return concurrency_from_readyz(readyz)
             return DEFAULT_CONCURRENCY, "the default: /readyz is not a JSON object"
-        return concurrency_from_readyz(readyz)
+        return DEFAULT_CONCURRENCY, f"the default: /readyz did not answer ({problem})"
 
     async def send(self, row: Row) -> Answer:
         assert row.line is not None

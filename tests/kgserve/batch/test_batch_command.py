@@ -123,7 +123,8 @@ def test_a_row_failing_for_good_is_an_error_line_naming_why(tmp_path: Path) -> N
     queries = tmp_path / "q.jsonl"
     queries.write_text('{"id":"a","moves":[]}\n{"id":"b","moves":[]}\n')
     out = tmp_path / "out.jsonl"
-    done = run_batch(queries, "-o", out, "--url", f"http://127.0.0.1:{_free_port()}", "--max-attempts", "2")
+    url = f"http://127.0.0.1:{_free_port()}"
+    done = run_batch(queries, "-o", out, "--url", url, "--max-attempts", "2", "--concurrency", "2")
     assert done.returncode == 1
     got = answers(out)
     assert [a["id"] for a in got] == ["a", "b"]
@@ -133,7 +134,7 @@ def test_a_row_failing_for_good_is_an_error_line_naming_why(tmp_path: Path) -> N
 
 def test_changed_input_or_settings_is_refused_never_mixed(games: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    unreachable = ("--url", f"http://127.0.0.1:{_free_port()}", "--max-attempts", "1000")
+    unreachable = ("--url", f"http://127.0.0.1:{_free_port()}", "--max-attempts", "1000", "--concurrency", "2")
     command = start_batch(games, "-o", out, *unreachable, "--visits", "20", log=tmp_path / "batch.log")
     wait_until(lambda: out.with_name(out.name + ".partial.jsonl").exists(), "the journal")
     wait_until(lambda: b"\n" in out.with_name(out.name + ".partial.jsonl").read_bytes(), "its header")
