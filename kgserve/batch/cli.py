@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -106,6 +107,11 @@ async def _run(args: argparse.Namespace, source: RowSource, settings: QuerySetti
                total: int) -> tuple[int, float, float | None, dict[str, int]]:  # fmt: skip
     """(rows answered by the target, seconds, the engines' NN rows when they report them, retries by reason)"""
     target = _target(args)
+    # SIGTERM ends the run as Ctrl-C does: the rows in flight are left (the journal has every answer so far) and
+    # the engines of a --config run are closed, not left behind
+    main_task = asyncio.current_task()
+    assert main_task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     await target.open()
     try:
         concurrency, why = (args.concurrency, "--concurrency") if args.concurrency else await target.concurrency()
@@ -153,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     except TargetFailed as exc:
         print(f"batch: {exc} (the answers so far are kept in {path}: rerun to resume)", file=sys.stderr)
         return EXIT_REFUSED
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         print(f"batch: interrupted; the answers so far are kept in {path}: rerun the same command to resume",
               file=sys.stderr)  # fmt: skip
         return EXIT_INTERRUPTED

@@ -6,7 +6,10 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import subprocess
 from pathlib import Path
+
+import psutil
 
 from kgserve.batch.inputs import PositionSpec, SgfSource, rows
 from kgserve.batch.inputs import QuerySettings as Settings
@@ -149,3 +152,32 @@ def test_changed_input_or_settings_is_refused_never_mixed(games: Path, tmp_path:
     out.with_name(out.name + ".partial.jsonl").unlink()
     finished = run_batch(games, "-o", out, *unreachable, "--visits", "20")
     assert finished.returncode == 2 and "exists (a finished run)" in finished.stderr
+
+
+def _engines_of(command: subprocess.Popen[bytes]) -> list[psutil.Process]:
+    wait_until(lambda: psutil.Process(command.pid).children(), "the engine started")
+    return psutil.Process(command.pid).children(recursive=True)
+
+
+def test_the_engine_pool_target_stopped_by_sigterm_and_sigkill_then_resumed(
+    games: Path, sim_config: Path, tmp_path: Path
+) -> None:
+    out, log = tmp_path / "out.jsonl", tmp_path / "batch.log"
+    args = (games, "-o", out, "--config", sim_config, *SGF_ARGS, "--concurrency", "4")
+    total = len(_expected_ids(games))
+    command = start_batch(*args, log=log)
+    engines = _engines_of(command)
+    wait_until(lambda: journalled(out) >= 5 or command.poll() is not None, "5 rows journalled")
+    command.send_signal(signal.SIGTERM)
+    assert command.wait(60) == 130 and "rerun the same command to resume" in log.read_text()
+    wait_until(lambda: not any(e.is_running() and e.status() != psutil.STATUS_ZOMBIE for e in engines), "engines gone")
+    command = start_batch(*args, log=log)
+    engines = _engines_of(command)
+    wait_until(lambda: journalled(out) >= total // 2 or command.poll() is not None, "half the rows journalled")
+    command.send_signal(signal.SIGKILL)
+    command.wait(30)
+    # the engines die with the command (PR_SET_PDEATHSIG): nothing is left running
+    wait_until(lambda: not any(e.is_running() and e.status() != psutil.STATUS_ZOMBIE for e in engines), "engines gone")
+    done = run_batch(*args)
+    assert done.returncode == 0, done.stderr
+    assert [a["id"] for a in answers(out)] == _expected_ids(games)
