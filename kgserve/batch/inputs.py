@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgserve.katago.protocol import Query, Rejected, classify_line, dump_compact
+from kgserve.katago.protocol import Query, Rejected, classify_line
 from kgserve.katago.rules import parse_rules
 from kgserve.katago.sgf import SgfError, SgfGame, parse_sgf
 
@@ -130,6 +130,25 @@ class PositionSpec:
         return self.mode + (f":{self.n}" if self.n else "") + (f" seed {self.seed}" if self.mode == "sample" else "")
 
 
+class RawJson(str):
+    """JSON text kept as text: a record's moves, each encoded once per record, a position's `moves` their prefix
+    (encoding every position's moves again made a long game's positions cost O(moves^2) in Python)."""
+
+
+_SLOT = "\x00raw\x00"  # stands in for a RawJson while the rest is encoded (no id or path holds a NUL)
+_SLOT_JSON = json.dumps(_SLOT)
+
+
+def _compact(body: dict[str, Any]) -> bytes:
+    """A query as one line for the engine: compact JSON (any JSON KataGo reads will do; Python's encoder is ~10x
+    faster than kgserve's nlohmann-exact dump, which only responses need)."""
+    moves = body.get("moves")
+    if isinstance(moves, RawJson):
+        text = json.dumps({**body, "moves": _SLOT}, ensure_ascii=False, separators=(",", ":"))
+        return text.replace(_SLOT_JSON, moves, 1).encode()
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+
+
 def _query_rules(sgf_rules: str) -> str:
     """RU as a query's rules: any value KataGo's rules parser takes (names, KataGo self-play's compact
     `koPOSITIONALscoreAREA...`); absent: japanese, as SGF readers assume."""
@@ -139,15 +158,16 @@ def _query_rules(sgf_rules: str) -> str:
     return text
 
 
-def position_query(record: str, game: SgfGame, turn: int) -> dict[str, Any]:
-    """The analysis query for `game` after its first `turn` moves."""
+def position_query(record: str, game: SgfGame, turn: int, move_texts: Sequence[str] | None = None) -> dict[str, Any]:
+    """The analysis query for `game` after its first `turn` moves (`move_texts`: each move as JSON, once)."""
+    texts = move_texts if move_texts is not None else [json.dumps(list(move)) for move in game.moves]
     query: dict[str, Any] = {
         "id": f"{record}:{turn}",
         "rules": _query_rules(game.rules),
         "komi": game.komi,
         "boardXSize": game.size,
         "boardYSize": game.size,
-        "moves": [list(move) for move in game.moves[:turn]],
+        "moves": RawJson("[" + ",".join(texts[:turn]) + "]"),
     }
     if game.setup:
         query["initialStones"] = [list(stone) for stone in game.setup]
@@ -176,17 +196,18 @@ class SgfSource:
     def describe(self) -> str:
         return f"{len(self.records)} SGF records, positions {self.spec.describe()}"
 
-    def items(self) -> Iterator[tuple[bytes, Query | Rejected]]:
+    def items(self) -> Iterator[tuple[bytes | None, Query | Rejected]]:
         for record, path in self.records:
             try:
                 game = parse_sgf(path.read_text(encoding="utf-8-sig"))
-                queries = [position_query(record, game, t) for t in self.spec.turns(len(game.moves), record)]
+                texts = [json.dumps(list(move), separators=(",", ":")) for move in game.moves]
+                turns = self.spec.turns(len(game.moves), record)
+                queries = [position_query(record, game, turn, texts) for turn in turns]
             except (OSError, UnicodeDecodeError, SgfError) as exc:
                 self.problems[record] = str(exc)
                 continue
-            for body in queries:
-                text = dump_compact(body).encode()
-                yield text, Query(body["id"], body, 1, None, text)
+            for body in queries:  # no text yet: survey encodes each query once, rows once with the settings
+                yield None, Query(body["id"], body, 1, None, None)
 
 
 class JsonlSource:
@@ -202,7 +223,7 @@ class JsonlSource:
     def describe(self) -> str:
         return f"{len(self.paths)} JSONL file(s)"
 
-    def items(self) -> Iterator[tuple[bytes, Query | Rejected]]:
+    def items(self) -> Iterator[tuple[bytes | None, Query | Rejected]]:
         for path in self.paths:
             with path.open("rb") as lines:
                 for line in lines:
@@ -220,7 +241,7 @@ def rows(source: RowSource, settings: QuerySettings) -> Iterator[Row]:
         elif settings.empty and item.raw is not None:
             yield Row(index, item.caller_id, item.raw, finals=item.expected_finals)
         else:
-            line = dump_compact(settings.apply(item.body)).encode()
+            line = _compact(settings.apply(item.body))
             yield Row(index, item.caller_id, line, finals=item.expected_finals)
 
 
@@ -237,6 +258,8 @@ def survey(source: RowSource) -> Survey:
     seen: dict[str, int] = {}
     count = 0
     for index, (text, item) in enumerate(source.items()):
+        if text is None:
+            text = _compact(item.body) if isinstance(item, Query) else item.error_line
         digest.update(text + b"\n")
         count += 1
         if item.caller_id is not None and isinstance(item, Query):
