@@ -29,10 +29,11 @@ from kgserve.batch.inputs import (
     survey,
 )
 from kgserve.batch.journal import Header, Journal, JournalRefused, journal_path
+from kgserve.batch.plan import Target, TargetFailed
 from kgserve.batch.progress import make_progress
-from kgserve.batch.run import Target, answer_rows
+from kgserve.batch.run import answer_rows
 from kgserve.batch.summary import summary_text
-from kgserve.batch.target_http import HttpTarget, TargetFailed
+from kgserve.batch.target_http import HttpTarget
 from kgserve.batch.target_pool import PoolTarget
 from kgserve.settings import ConfigError, load_settings
 
@@ -114,14 +115,15 @@ async def _run(args: argparse.Namespace, source: RowSource, settings: QuerySetti
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, main_task.cancel)
     await target.open()
     try:
-        concurrency, why = (args.concurrency, "--concurrency") if args.concurrency else await target.concurrency()
-        print(f"batch: {total - len(journal.done)} of {total} rows to answer, {concurrency} at a time ({why}), via "
-              f"{target.describe()}", file=sys.stderr)  # fmt: skip
+        plan = await target.plan(args.concurrency)
+        grouped = f", {plan.senders} requests of up to {plan.group}" if plan.group > 1 else ""
+        print(f"batch: {total - len(journal.done)} of {total} rows to answer, {plan.concurrency} at a time "
+              f"({plan.why}{grouped}), via {target.describe()}", file=sys.stderr)  # fmt: skip
         progress = make_progress(total, len(journal.done), every_s=args.progress_every)
         started = time.monotonic()
         try:
             await answer_rows(rows(source, settings), target, journal, progress,
-                              concurrency=concurrency, max_attempts=args.max_attempts)  # fmt: skip
+                              plan=plan, max_attempts=args.max_attempts)  # fmt: skip
         finally:
             progress.close()
     finally:

@@ -1,44 +1,40 @@
-"""One pass over the rows: those the journal lacks go to the target, `concurrency` at a time, and each answer is
-journalled as it arrives. A row is tried until it has an answer for good or `max_attempts` attempts have failed
-for reasons that may pass (then its answer is an error line saying why): no row is dropped."""
+"""One pass over the rows: those the journal lacks go to the target as the plan says (`senders` at once, each a
+group of up to `group` rows), and each answer is journalled as it arrives. A row is tried until it has an answer
+for good or `max_attempts` attempts have failed for reasons that may pass (then its answer is an error line
+saying why): no row is dropped. A sender tries its group's failed rows again, after the back-off, before it takes
+new ones."""
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Protocol
 
-from kgserve.batch.answers import Answer, Backoff, RetryLater, error_kind, gave_up
+from kgserve.batch.answers import Answer, Backoff, error_kind, gave_up
 from kgserve.batch.inputs import Row
 from kgserve.batch.journal import Journal
+from kgserve.batch.plan import Plan, Target
 from kgserve.batch.progress import Progress
 
-__all__ = ["Target", "answer_rows"]
+__all__ = ["answer_rows"]
 
 
-class Target(Protocol):
-    def describe(self) -> str: ...
-
-    async def open(self) -> None: ...
-
-    async def concurrency(self) -> tuple[int, str]: ...  # and how it was found
-
-    async def send(self, row: Row) -> Answer: ...
-
-    async def close(self) -> float | None: ...  # the engines' NN rows, when they report them
-
-
-async def _answer(target: Target, row: Row, max_attempts: int, backoff: Backoff, progress: Progress) -> Answer:
-    reason = "no attempt"
-    for attempt in range(max_attempts):
+async def _take(queue: asyncio.Queue[Row | None], most: int) -> list[Row]:
+    """Up to `most` rows: waits for the first, takes what is there besides; [] at the end of the rows."""
+    first = await queue.get()
+    if first is None:
+        queue.put_nowait(None)  # the end mark stays for the other senders
+        return []
+    group = [first]
+    while len(group) < most:
         try:
-            return await target.send(row)
-        except RetryLater as exc:
-            reason = exc.reason
-            progress.retried(reason)
-            if attempt + 1 < max_attempts:
-                await asyncio.sleep(backoff.delay(attempt, exc.retry_after_s))
-    return gave_up(row.caller_id, max_attempts, reason)
+            row = queue.get_nowait()
+        except asyncio.QueueEmpty:
+            break
+        if row is None:
+            queue.put_nowait(None)  # the end mark stays for the other senders
+            break
+        group.append(row)
+    return group
 
 
 async def answer_rows(
@@ -47,12 +43,12 @@ async def answer_rows(
     journal: Journal,
     progress: Progress,
     *,
-    concurrency: int,
+    plan: Plan,
     max_attempts: int,
     backoff: Backoff | None = None,
 ) -> None:
     backoff = backoff or Backoff()
-    queue: asyncio.Queue[Row | None] = asyncio.Queue(maxsize=2 * concurrency)
+    queue: asyncio.Queue[Row | None] = asyncio.Queue(maxsize=2 * plan.concurrency)
 
     async def produce() -> None:
         for row in rows:
@@ -63,16 +59,35 @@ async def answer_rows(
                 progress.advance(error=True, sent=False)
                 continue
             await queue.put(row)
-        for _ in range(concurrency):
-            await queue.put(None)
+        await queue.put(None)
 
-    async def work() -> None:
-        while (row := await queue.get()) is not None:
-            answer = await _answer(target, row, max_attempts, backoff, progress)
-            journal.record(row.index, answer)
-            progress.advance(error=answer.error is not None)
+    def settle(row: Row, answer: Answer) -> None:
+        journal.record(row.index, answer)
+        progress.advance(error=answer.error is not None)
 
-    tasks = [asyncio.create_task(produce()), *(asyncio.create_task(work()) for _ in range(concurrency))]
+    async def send() -> None:
+        while group := await _take(queue, plan.group):
+            attempts = dict.fromkeys((row.index for row in group), 0)
+            while group:
+                results = await target.send_group(group)
+                again: list[Row] = []
+                wait = 0.0
+                for row, result in zip(group, results, strict=True):
+                    if isinstance(result, Answer):
+                        settle(row, result)
+                        continue
+                    attempts[row.index] += 1
+                    progress.retried(result.reason)
+                    if attempts[row.index] >= max_attempts:
+                        settle(row, gave_up(row.caller_id, max_attempts, result.reason))
+                    else:
+                        again.append(row)
+                        wait = max(wait, backoff.delay(attempts[row.index] - 1, result.retry_after_s))
+                group = again
+                if group:
+                    await asyncio.sleep(wait)
+
+    tasks = [asyncio.create_task(produce()), *(asyncio.create_task(send()) for _ in range(plan.senders))]
     try:
         # the first failure (TargetFailed) ends the pass; the rows answered so far are in the journal
         done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)

@@ -9,11 +9,13 @@ summary its NN rows per visit.
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import Sequence
 
 from kgserve.batch.answers import Answer, RetryLater, answer_of
 from kgserve.batch.inputs import Row
-from kgserve.batch.target_http import TargetFailed
+from kgserve.batch.plan import Plan, TargetFailed
 from kgserve.engine.errors import EngineError, NoEngineReady, failure_text
 from kgserve.engine.pool import EnginePool
 from kgserve.katago.cfg import cfg_analysis_threads
@@ -51,25 +53,35 @@ class PoolTarget:
             await self.pool.close(0.0)
             raise TargetFailed(f"the engines did not become ready: {exc.reason}") from None
 
-    async def concurrency(self) -> tuple[int, str]:
-        """2 x numAnalysisThreads x engines: every thread busy, and one query waiting for each."""
+    async def plan(self, concurrency: int | None) -> Plan:
+        """2 x numAnalysisThreads x engines unless given: every thread busy, and one query waiting for each."""
+        if concurrency is not None:
+            return Plan(concurrency, 1, "--concurrency")
         threads = cfg_analysis_threads(self.settings.engine.cfg)
         processes = self.settings.engine.processes
         if threads is None:
-            return 2 * FALLBACK_THREADS * processes, f"the cfg names no numAnalysisThreads: 2 x {FALLBACK_THREADS}"
-        return 2 * threads * processes, f"2 x {threads} analysis threads x {processes} engine(s), from the cfg"
+            return Plan(
+                2 * FALLBACK_THREADS * processes, 1, f"the cfg names no numAnalysisThreads: 2 x {FALLBACK_THREADS}"
+            )
+        return Plan(2 * threads * processes, 1, f"2 x {threads} analysis threads x {processes} engine(s), from the cfg")
 
-    async def send(self, row: Row) -> Answer:
+    async def _send(self, row: Row) -> Answer | RetryLater:
         assert row.line is not None
         query = classify_line(row.line)
         assert isinstance(query, Query), "rows KataGo would refuse are answered before they reach a target"
         try:
             lines = [line async for line in self.pool.submit(query)]
         except NoEngineReady as exc:
-            raise RetryLater(f"no engine ready: {exc.reason}") from None
+            return RetryLater(f"no engine ready: {exc.reason}")
         except EngineError as exc:
-            raise RetryLater(failure_text(exc)) from None
-        return answer_of(lines, row.finals)
+            return RetryLater(failure_text(exc))
+        try:
+            return answer_of(lines, row.finals)
+        except RetryLater as exc:
+            return exc
+
+    async def send_group(self, rows: Sequence[Row]) -> list[Answer | RetryLater]:
+        return list(await asyncio.gather(*(self._send(row) for row in rows)))
 
     async def close(self) -> float | None:
         await self.pool.close(self.settings.server.grace_period_s)

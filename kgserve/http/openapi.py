@@ -16,6 +16,7 @@ from typing import Any
 from kgserve import __version__
 from kgserve.engine.client import is_simulated
 from kgserve.http.httpguard import body_timeout_text
+from kgserve.http.readiness import client_limits
 from kgserve.katago.protocol import error_line
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import Settings
@@ -286,7 +287,11 @@ def _components(auth: bool) -> dict[str, Any]:
                         "nullable": True,
                         "description": "numAnalysisThreads of each engine's cfg (null: the cfg does not say)",
                     },
-                    "max_inflight_queries": {"type": "integer", "description": "limits.max_inflight_queries"},
+                    "client_limits": {
+                        "type": "object",
+                        "description": "limits.max_inflight_queries, max_inflight_per_client, "
+                        "max_connections_per_client and max_queries_per_request: what a bulk client sizes its work by",
+                    },
                 },
             },
         }
@@ -329,7 +334,7 @@ def build_openapi(settings: Settings, *, auth: bool = False, sample_root: Path =
         "provenance": None,
         "engines": [],
         "analysis_threads": 16,
-        "max_inflight_queries": settings.limits.max_inflight_queries,
+        "client_limits": client_limits(settings),
     }
     not_ready = {
         **ready_example,

@@ -13,7 +13,7 @@ import psutil
 
 from kgserve.batch.inputs import PositionSpec, SgfSource, rows
 from kgserve.batch.inputs import QuerySettings as Settings
-from tests.conftest import start_kgserve
+from tests.conftest import kgserve_ready, start_kgserve
 from tests.kgserve.batch.conftest import (
     answers,
     batch_env,
@@ -23,6 +23,7 @@ from tests.kgserve.batch.conftest import (
     start_batch,
     wait_until,
 )
+from tests.kgserve.http.conftest import write_config
 
 SGF_ARGS = ("--visits", "20", "--positions", "every:4", "--include-ownership")
 
@@ -181,3 +182,14 @@ def test_the_engine_pool_target_stopped_by_sigterm_and_sigkill_then_resumed(
     done = run_batch(*args)
     assert done.returncode == 0, done.stderr
     assert [a["id"] for a in answers(out)] == _expected_ids(games)
+
+
+def test_queries_grouped_into_requests_when_kgserve_allows_few_connections(games: Path, tmp_path: Path) -> None:
+    config = write_config(tmp_path, limits={"max_connections_per_client": 4})
+    with kgserve_ready(config, batch_env(), log_dir=tmp_path) as (process, _):
+        out = tmp_path / "out.jsonl"
+        done = run_batch(games, "-o", out, "--url", process.url, *SGF_ARGS, "--concurrency", "8")
+    assert done.returncode == 0, done.stderr
+    assert "2 requests of up to 4" in done.stderr
+    got = answers(out)
+    assert [a["id"] for a in got] == _expected_ids(games) and all("error" not in a for a in got)
