@@ -135,7 +135,7 @@ def command_rate(done: subprocess.CompletedProcess[str]) -> float:
 
 
 async def hand_client(url: str, lines: list[bytes], connections: int = 512) -> tuple[float, list[str]]:
-    """analyze_offline.py's way: (rows/s, the rows, {} where it failed), written by the caller at the end."""
+    """analyze_offline.py's way: (seconds, the rows, {} where it failed), written by the caller at the end."""
     results: list[str] = ["{}"] * len(lines)
     started = time.monotonic()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connections)) as session:
@@ -156,7 +156,7 @@ async def hand_client(url: str, lines: list[bytes], connections: int = 512) -> t
                     await asyncio.sleep(attempt + 1.0)
 
         await asyncio.gather(*(one(i) for i in range(len(lines))))
-    return len(lines) / (time.monotonic() - started), results
+    return time.monotonic() - started, results
 
 
 def _shapes(path: Path) -> list[tuple[Any, ...]]:
@@ -164,29 +164,41 @@ def _shapes(path: Path) -> list[tuple[Any, ...]]:
     return [(a.get("id"), tuple(sorted(a)), a.get("turnNumber")) for a in answers]
 
 
+def _journalled(output: Path) -> int:
+    try:
+        return max(0, output.with_name(output.name + ".partial.jsonl").read_bytes().count(b"\n") - 1)
+    except FileNotFoundError:
+        return 0
+
+
 def kills(url: str, queries: Path, out: Path, env: dict[str, str], reference: Path, count: int,
-          expect_s: float) -> dict[str, Any]:  # fmt: skip
-    """`count` SIGKILLs at random moments within the expected run time, then a rerun to the end."""
+          total: int) -> dict[str, Any]:  # fmt: skip
+    """`count` SIGKILLs at random moments (a random number of the rows left journalled, the first possibly before
+    the journal exists), then a rerun to the end."""
     output = out / "killed.jsonl"
     output.unlink(missing_ok=True)
     output.with_name(output.name + ".partial.jsonl").unlink(missing_ok=True)
     argv = [sys.executable, "-m", "kgserve.batch", str(queries), "-o", str(output), "--url", url]
-    kills_landed = 0
-    for _ in range(count):
+    landed: list[int] = []
+    for left in range(count, 0, -1):
+        done = _journalled(output)
+        at = done + random.randint(0, max(1, (total - done) // (left + 1)))
         proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(random.uniform(0.5, max(1.0, expect_s / 2)))
+        while proc.poll() is None and _journalled(output) < at:
+            time.sleep(0.01)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
-            kills_landed += 1
+            landed.append(_journalled(output))
         proc.wait(60)
-    done = command(queries, "-o", output, "--url", url, env=env)
-    same = done.returncode == 0 and _shapes(output) == _shapes(reference)
-    return {"kills": kills_landed, "rerun_rc": done.returncode, "identical_shape": same,
-            "ids_once": len({s[0] for s in _shapes(output)}) == len(_shapes(reference))}  # fmt: skip
+    rerun = command(queries, "-o", output, "--url", url, env=env)
+    shapes = _shapes(output) if rerun.returncode == 0 else []
+    ids_once = len({shape[0] for shape in shapes}) == len(shapes)
+    return {"kills": len(landed), "journalled_at_kills": landed, "rerun_rc": rerun.returncode,
+            "identical_shape": shapes == _shapes(reference), "ids_once": ids_once}  # fmt: skip
 
 
 def restart(config: Path, queries: Path, out: Path, env: dict[str, str], reference: Path,
-            expect_s: float) -> dict[str, Any]:  # fmt: skip
+            total: int) -> dict[str, Any]:  # fmt: skip
     """A run during which kgserve is stopped (SIGTERM) and started again on the same port."""
     first = KgserveProcess(config, out / "kgserve-restart-1.log", env)
     first.start()
@@ -196,7 +208,9 @@ def restart(config: Path, queries: Path, out: Path, env: dict[str, str], referen
     argv = [sys.executable, "-m", "kgserve.batch", str(queries), "-o", str(output), "--url", url, "--restart"]
     with (out / "restarted.log").open("w") as log:
         proc = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
-        time.sleep(random.uniform(0.3, 0.6) * expect_s)
+        at = random.randint(total // 5, (3 * total) // 5)  # a random moment of its middle
+        while proc.poll() is None and _journalled(output) < at:
+            time.sleep(0.01)
         first.stop()
         second = KgserveProcess(config, out / "kgserve-restart-2.log", env, args=["--port", url.rsplit(":", 1)[1]])
         second.start()
@@ -205,7 +219,12 @@ def restart(config: Path, queries: Path, out: Path, env: dict[str, str], referen
         finally:
             second.stop()
     same = code == 0 and _shapes(output) == _shapes(reference)
-    return {"rc": code, "identical_shape": same, "summary": (out / "restarted.log").read_text().strip()[-400:]}
+    return {
+        "rc": code,
+        "restarted_at": at,
+        "identical_shape": same,
+        "summary": (out / "restarted.log").read_text().strip()[-400:],
+    }
 
 
 @contextlib.contextmanager
@@ -246,19 +265,21 @@ def main(argv: list[str] | None = None) -> int:
     with serving(config, env, out / "kgserve-url.log") as url:
         figures["url_rows_s"] = command_rate(command(queries, "-o", reference, "--url", url, "--restart", env=env))
     with serving(config, env, out / "kgserve-hand.log") as url:
-        figures["hand_rows_s"], hand = asyncio.run(hand_client(url, queries.read_bytes().splitlines()))
+        hand_s, hand = asyncio.run(hand_client(url, queries.read_bytes().splitlines()))
     (out / "hand.jsonl").write_text("\n".join(hand) + "\n", encoding="utf-8")
     figures["hand_empty_rows"] = hand.count("{}")
-    expect_s = args.rows / figures["url_rows_s"]
+    figures["hand_rows_s"] = len(hand) / hand_s  # {} rows counted, as its author would
+    figures["hand_answered_rows_s"] = (len(hand) - figures["hand_empty_rows"]) / hand_s
     with serving(config, env, out / "kgserve-kills.log") as url:
-        figures["kills"] = kills(url, queries, out, env, reference, args.kills, expect_s)
-    figures["restart"] = restart(config, queries, out, env, reference, expect_s)
+        figures["kills"] = kills(url, queries, out, env, reference, args.kills, args.rows)
+    figures["restart"] = restart(config, queries, out, env, reference, args.rows)
     figures["load_after"] = os.getloadavg()
     label = "simulated engine (sim, profile cpu-eigen-b6c96)" if args.engine == "sim" else "real KataGo (CPU)"
     print(f"| {label} | {args.rows} rows x {args.visits} visits | pipe {figures['pipe_rows_s']:.2f} | "
           f"pool {figures['pool_rows_s']:.2f} ({figures['pool_rows_s'] / figures['pipe_rows_s']:.2f}) | "
           f"url {figures['url_rows_s']:.2f} ({figures['url_rows_s'] / figures['pipe_rows_s']:.2f}) | "
-          f"hand {figures['hand_rows_s']:.2f}, {figures['hand_empty_rows']} x {{}} |")  # fmt: skip
+          f"hand {figures['hand_rows_s']:.2f} ({figures['hand_answered_rows_s']:.2f} answered), "
+          f"{figures['hand_empty_rows']} x {{}} |")  # fmt: skip
     print(json.dumps({k: v for k, v in figures.items() if k != "cfg"}, indent=1, default=str))
     (out / f"batch-{args.engine}.json").write_text(json.dumps(figures, indent=1, default=str), encoding="utf-8")
     return 0
