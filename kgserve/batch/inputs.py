@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kgserve.katago.protocol import Query, Rejected, classify_line
+from kgserve.katago.protocol import INCLUDE_FIELDS, Query, Rejected, classify_line
 from kgserve.katago.rules import parse_rules
 from kgserve.katago.sgf import SgfError, SgfGame, parse_sgf
 
@@ -40,16 +40,7 @@ __all__ = [
     "survey",
 ]
 
-# the include* fields of an analysis query (KataGo's docs/Analysis_Engine.md), each a --include-... flag
-INCLUDE_FLAGS = (
-    "includeOwnership",
-    "includeOwnershipStdev",
-    "includeMovesOwnership",
-    "includeMovesOwnershipStdev",
-    "includePolicy",
-    "includePVVisits",
-    "includeNoResultValue",
-)
+INCLUDE_FLAGS = INCLUDE_FIELDS  # each a --include-... flag of the command
 
 
 class InputError(ValueError):
