@@ -47,6 +47,16 @@ def _flag(name: str) -> str:
     return "--" + re.sub(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])", "-", name).lower()
 
 
+def _json_object(text: str) -> dict[str, object]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"a JSON object is needed, e.g. '{{\"wideRootNoise\": 0.02}}', not {text!r}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m kgserve.batch", description=__doc__.split("\n\n")[0])
     parser.add_argument("inputs", nargs="+", type=Path, help="SGF files or folders, or JSONL query files")
@@ -62,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--visits", type=int, help="maxVisits of every query")
     for name in INCLUDE_FLAGS:
         parser.add_argument(_flag(name), dest=name, action="store_true", help=f"{name}: true on every query")
-    parser.add_argument("--override-settings", type=json.loads, help="JSON object: overrideSettings of every query")
+    parser.add_argument("--override-settings", type=_json_object, help="JSON object: overrideSettings of every query")
     parser.add_argument("--concurrency", type=int, help="queries in flight (default: from the target's threads)")
     parser.add_argument("--max-attempts", type=int, default=30, help="tries of a row before its error line (30)")
     parser.add_argument("--restart", action="store_true", help="discard an earlier run's journal and start over")
@@ -78,8 +88,6 @@ def _source(args: argparse.Namespace) -> RowSource:
 
 
 def _settings(args: argparse.Namespace) -> QuerySettings:
-    if args.override_settings is not None and not isinstance(args.override_settings, dict):
-        raise InputError("--override-settings must be a JSON object")
     if args.visits is not None and args.visits < 1:
         raise InputError("--visits must be at least 1")
     include = tuple(name for name in INCLUDE_FLAGS if getattr(args, name))

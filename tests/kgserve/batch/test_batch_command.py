@@ -40,7 +40,8 @@ def _free_port() -> int:
 
 def test_sgf_records_through_the_engine_pool(games: Path, sim_config: Path, tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    done = run_batch(games, "-o", out, "--config", sim_config, *SGF_ARGS)
+    override = '{"rootNumSymmetriesToSample": 2}'
+    done = run_batch(games, "-o", out, "--config", sim_config, *SGF_ARGS, "--override-settings", override)
     assert done.returncode == 0, done.stderr
     got = answers(out)
     assert [a["id"] for a in got] == _expected_ids(games) and len(got) > 10
