@@ -227,6 +227,21 @@ def restart(config: Path, queries: Path, out: Path, env: dict[str, str], referen
     }
 
 
+def pairs(config: Path, queries: Path, out: Path, env: dict[str, str], figures: dict[str, Any], count: int) -> int:
+    """The pipe and the command's pool alternated `count` times (on busy cores, one pair's order would bias it)."""
+    figures["pipe_rows_s"], figures["pool_rows_s"] = [], []
+    for _ in range(count):
+        figures["pipe_rows_s"].append(pipe_rate(config, queries))
+        run = command(queries, "-o", out / "pool.jsonl", "--config", config, "--restart", env=env)
+        figures["pool_rows_s"].append(command_rate(run))
+    ratios = [pool / pipe for pipe, pool in zip(figures["pipe_rows_s"], figures["pool_rows_s"], strict=True)]
+    figures["pool_over_pipe"] = ratios
+    figures["load_after"] = os.getloadavg()
+    print(json.dumps({k: v for k, v in figures.items() if k != "cfg"}, indent=1, default=str))
+    (out / f"pairs-{figures['engine']}.json").write_text(json.dumps(figures, indent=1, default=str), encoding="utf-8")
+    return 0
+
+
 @contextlib.contextmanager
 def serving(config: Path, env: dict[str, str], log: Path) -> Iterator[str]:
     server = KgserveProcess(config, log, env)
@@ -246,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--visits", type=int, default=16)
     parser.add_argument("--kills", type=int, default=5)
     parser.add_argument("--out", type=Path, default=Path("outputs/batch_command"))
+    parser.add_argument("--pairs", type=int, default=0, help="only pipe and pool, alternated this many times (A/B)")
     args = parser.parse_args(argv)
     out = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -257,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.update({k: env[k] for k in ("KGSERVE_SIM_SPEED", "KGSERVE_SIM_DEVICE", "KGSERVE_SIM_PROFILE")})
     figures: dict[str, Any] = {"engine": args.engine, "rows": args.rows, "visits": args.visits, "cfg": CPU_CFG,
                                "load_before": os.getloadavg()}  # fmt: skip
+    if args.pairs:
+        return pairs(config, queries, out, env, figures, args.pairs)
     figures["pipe_rows_s"] = pipe_rate(config, queries)
     pool = command(queries, "-o", out / "pool.jsonl", "--config", config, "--restart", env=env)
     figures["pool_rows_s"] = command_rate(pool)
