@@ -120,10 +120,11 @@ class HttpTarget:
         assert self._session is not None, "open() first"
         return self._session
 
-    async def plan(self, concurrency: int | None, attempts: int = 8) -> Plan:
-        """From /readyz, asked a few times while kgserve does not answer (restarting); then the defaults (the
-        rows wait for kgserve anyway)."""
+    async def plan(self, concurrency: int | None) -> Plan:
+        """From /readyz, asked a few times while kgserve does not answer (restarting; once when --concurrency is
+        given: only the connections are left to size); then the defaults (the rows wait for kgserve anyway)."""
         backoff = Backoff(base_s=0.5, cap_s=8.0)
+        attempts = 1 if concurrency is not None else 8
         problem = "no answer"
         for attempt in range(attempts):
             try:

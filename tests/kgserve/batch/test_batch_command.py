@@ -79,7 +79,7 @@ def test_sigkill_at_any_moment_then_reruns_answer_every_id_exactly_once(
     reference = tmp_path / "reference.jsonl"
     assert run_batch(games, "-o", reference, "--url", url, *SGF_ARGS).returncode == 0
     out, log = tmp_path / "out.jsonl", tmp_path / "batch.log"
-    args = (games, "-o", out, "--url", url, *SGF_ARGS, "--concurrency", "4")
+    args = (games, "-o", out, "--url", url, *SGF_ARGS, "--concurrency", "2")  # 2: slow enough to kill mid-run
     total = len(_expected_ids(games))
     for at in (0, 5, total // 3, (2 * total) // 3):  # before the journal exists, then with rows in it
         command = start_batch(*args, log=log)
@@ -165,7 +165,7 @@ def test_the_engine_pool_target_stopped_by_sigterm_and_sigkill_then_resumed(
     games: Path, sim_config: Path, tmp_path: Path
 ) -> None:
     out, log = tmp_path / "out.jsonl", tmp_path / "batch.log"
-    args = (games, "-o", out, "--config", sim_config, *SGF_ARGS, "--concurrency", "4")
+    args = (games, "-o", out, "--config", sim_config, *SGF_ARGS, "--concurrency", "2")
     total = len(_expected_ids(games))
     command = start_batch(*args, log=log)
     engines = _engines_of(command)
