@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kgbench.load.games.library import GAMES_DIR, game_files
-from kgbench.load.games.sgf import SgfGame, parse_sgf
+from kgserve.katago.sgf import SgfGame, parse_sgf
 from kgserve.paths import PROJECT_ROOT as REPO
 
 __all__ = ["main", "rows_per_visit"]

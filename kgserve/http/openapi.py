@@ -16,6 +16,7 @@ from typing import Any
 from kgserve import __version__
 from kgserve.engine.client import is_simulated
 from kgserve.http.httpguard import body_timeout_text
+from kgserve.http.readiness import client_limits
 from kgserve.katago.protocol import error_line
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import Settings
@@ -281,6 +282,16 @@ def _components(auth: bool) -> dict[str, Any]:
                     "cfg": {"type": "string"},
                     "provenance": {"type": "object", "nullable": True, "description": "the cfg's promote header"},
                     "engines": {"type": "array", "items": {"type": "object"}},
+                    "analysis_threads": {
+                        "type": "integer",
+                        "nullable": True,
+                        "description": "numAnalysisThreads of each engine's cfg (null: the cfg does not say)",
+                    },
+                    "client_limits": {
+                        "type": "object",
+                        "description": "limits.max_inflight_queries, max_inflight_per_client, "
+                        "max_connections_per_client and max_queries_per_request: what a bulk client sizes its work by",
+                    },
                 },
             },
         }
@@ -322,6 +333,8 @@ def build_openapi(settings: Settings, *, auth: bool = False, sample_root: Path =
         "cfg": str(settings.engine.cfg),
         "provenance": None,
         "engines": [],
+        "analysis_threads": 16,
+        "client_limits": client_limits(settings),
     }
     not_ready = {
         **ready_example,

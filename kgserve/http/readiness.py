@@ -14,9 +14,11 @@ from typing import Any
 
 from kgserve.context import ServeContext
 from kgserve.engine.client import is_simulated
+from kgserve.katago.cfg import cfg_analysis_threads
 from kgserve.katago.netfile import is_synthetic_model
+from kgserve.settings import Settings
 
-__all__ = ["readiness"]
+__all__ = ["client_limits", "readiness"]
 
 
 _ENGINE_WORDS = ("last_stderr", "last_error")
@@ -24,6 +26,16 @@ _ENGINE_WORDS = ("last_stderr", "last_error")
 
 def _redacted(engine: Mapping[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in engine.items() if key not in _ENGINE_WORDS}
+
+
+def client_limits(settings: Settings) -> dict[str, int]:
+    limits = settings.limits
+    return {
+        "max_inflight_queries": limits.max_inflight_queries,
+        "max_inflight_per_client": limits.max_inflight_per_client,
+        "max_connections_per_client": limits.max_connections_per_client,
+        "max_queries_per_request": limits.max_queries_per_request,
+    }
 
 
 def readiness(ctx: ServeContext, *, detailed: bool = True) -> tuple[bool, dict[str, Any]]:
@@ -56,5 +68,8 @@ def readiness(ctx: ServeContext, *, detailed: bool = True) -> tuple[bool, dict[s
         "cfg": str(settings.engine.cfg),
         "provenance": ctx.provenance,
         "engines": engines,
+        # what a bulk client sizes its work from (python -m kgserve.batch): threads per engine, and its limits
+        "analysis_threads": cfg_analysis_threads(settings.engine.cfg),
+        "client_limits": client_limits(settings),
     }
     return ready, payload

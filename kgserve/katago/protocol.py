@@ -23,6 +23,7 @@ from kgserve.katago._nlohmann_dump import dump
 
 __all__ = [
     "ANALYSIS_ONLY_ERROR",
+    "INCLUDE_FIELDS",
     "KNOWN_ACTIONS",
     "READY_LINE",
     "TERMINATE_ID_ERROR",
@@ -63,6 +64,16 @@ TURN_NUMBERS_ERROR = "If provided, must be an array of integers indicating turns
 ANALYSIS_ONLY_ERROR = "kgserve accepts analysis queries only: the '{action}' action is not available over HTTP"
 _WHITESPACE = " \t\r\n\v\f"
 UTF8_BOM = b"\xef\xbb\xbf"
+# the include* fields of an analysis query (KataGo's docs/Analysis_Engine.md): booleans that add to its answer
+INCLUDE_FIELDS = (
+    "includeOwnership",
+    "includeOwnershipStdev",
+    "includeMovesOwnership",
+    "includeMovesOwnershipStdev",
+    "includePolicy",
+    "includePVVisits",
+    "includeNoResultValue",
+)
 VISITS_UNBOUNDED = 1 << 50  # KataGo's own bound on maxVisits, and what a search gets with none at all
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from kgserve.katago._nlohmann import nlohmann_int, nlohmann_int64
 from kgserve.katago.priorities import PRIORITY_LIMIT
-from kgserve.katago.protocol import dump_compact
+from kgserve.katago.protocol import INCLUDE_FIELDS, dump_compact
 from kgserve.katago.rules import Rules, float32, is_int_or_half_int, parse_rules, supported_rules
 from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, Board, loc_to_str, parse_loc, parse_player
 from kgserve.sim.history import Replay
@@ -52,13 +52,7 @@ EXPECTED_KEYS = frozenset(
         "analysisPVLen",
         "rootFpuReductionMax",
         "rootPolicyTemperature",
-        "includeOwnership",
-        "includeOwnershipStdev",
-        "includeMovesOwnership",
-        "includeMovesOwnershipStdev",
-        "includePolicy",
-        "includePVVisits",
-        "includeNoResultValue",
+        *INCLUDE_FIELDS,
         "reportDuringSearchEvery",
         "firstReportDuringSearchAfter",
         "allowMoves",

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from kgbench.load.games.sgf import SgfError, SgfGame, parse_sgf
 from kgbench.load.traffic import Game
+from kgserve.katago.sgf import SgfError, SgfGame, parse_sgf
 from kgserve.paths import PROJECT_ROOT
 
 __all__ = ["GAMES_DIR", "GameFileError", "game_files", "load_library", "query_rules", "to_traffic_game"]

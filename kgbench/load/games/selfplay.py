@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kgbench.load.games.sgf import COLUMNS, write_sgf
+from kgserve.katago.sgf import COLUMNS, write_sgf
 from kgserve.paths import PROJECT_ROOT
 
 __all__ = ["GameSpec", "main", "play_games"]

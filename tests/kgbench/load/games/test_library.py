@@ -9,7 +9,7 @@ import pytest
 
 from kgbench.load.games.board import replay
 from kgbench.load.games.library import GAMES_DIR, GameFileError, game_files, load_library
-from kgbench.load.games.sgf import parse_sgf
+from kgserve.katago.sgf import parse_sgf
 
 
 def test_at_least_100_full_19x19_games_and_a_few_9x9_and_13x13() -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from kgbench.load.games.board import IllegalMove, replay
 from kgbench.load.games.library import query_rules, to_traffic_game
-from kgbench.load.games.sgf import SgfError, from_gtp, parse_sgf, to_gtp, write_sgf
+from kgserve.katago.sgf import SgfError, from_gtp, parse_sgf, to_gtp, write_sgf
 
 
 def test_points_convert_both_ways_and_skip_i() -> None:

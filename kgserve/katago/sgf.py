@@ -1,4 +1,5 @@
-"""SGF (FF[4]) for one game's main line: what a review service stores and KaTrain or Sabaki open.
+"""SGF (FF[4]) for one game's main line: what a review service stores and KaTrain or Sabaki open (kgbench's game library
+and `python -m kgserve.batch` read it; kgserve owns it because kgserve never imports kgbench).
 
 Read: the root's properties (SZ, KM, RU, PB, PW, RE, GN, ...), setup stones (AB, AW), the player to move (PL) and
 the main line's moves (B, W), variations skipped. Written: one game, one property per line group, moves in nodes.

@@ -1,0 +1,5 @@
+import sys
+
+from kgserve.batch.cli import main
+
+sys.exit(main())
