@@ -226,7 +226,7 @@ def test_clients_behind_haproxy_are_told_apart(tmp_path: Path, kgserve_process: 
     from 127.0.1.x), whatever X-Forwarded-For a client sends itself."""
     data = sim_settings(1).model_dump(mode="json")
     data["server"].update(trusted_proxies=["127.0.0.1"])
-    data["limits"].update(max_inflight_per_client=1)
+    data["limits"].update(max_inflight_per_client=1, hold_past_share_s=0.5)  # held 0.5 s past its share, then 429
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     server = kgserve_process(config, {"KGSERVE_SIM_SPEED": "1"})
