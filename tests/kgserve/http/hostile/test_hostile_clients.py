@@ -155,6 +155,11 @@ def test_connections_past_the_cap_get_429_and_are_closed(server: Any) -> None:
         assert CONNECTIONS < len(held) < BUDGET - BUDGET // 8 + 1
         assert answer.startswith(b"HTTP/1.1 429 ") and b"limits.max_connections_per_client" in answer
         assert httpx.post(server.url + "/analysis", content=SMALL, timeout=60).status_code == 200
+        refusals = httpx.get(server.url + "/metrics", timeout=30).text
+        assert 'kgserve_refusals_total{reason="client_connections"}' in refusals  # counted, and logged:
+        assert "connection refused client=127.0.1.2 status=429 outcome=overloaded reason=client_connections" in (
+            server.text()
+        )
         held.pop().close()
         with client_from("127.0.1.2") as again:  # a connection given back is one that can be opened again
             assert _eventually_200(again, server.url)
