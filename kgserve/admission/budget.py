@@ -27,6 +27,12 @@ gives shrinks with every address an attacker adds; the reserve is two comparison
 of clients. Both figures are fractions of the budget, so they scale with it (and with kgserve.procs.workers'
 split of it).
 
+The per-client share stays on for a client alone (issue 40 made the other per-client bounds work-conserving, not
+this one): a lone client sending ~1 MB queries filled the open part (224 MiB) in the hostile benchmark's memory attack,
+its backlog in the engine's stdin made the engine look frozen until it was restarted (87 of its requests and 3 of the
+well-behaved client's got 503), and kgserve's RSS stayed 68 MB up afterwards (docs/http-limits.md). A batch client
+of small queries (issue 40's: ~26 KB each, 512 to 1,024 in flight: 13-26 MB) never meets the 64 MiB share.
+
 When the budget falls back to nothing held after IDLE_AFTER_BYTES or more were taken, `on_idle` runs (the app sets
 it to kgserve.procs.malloc.trim_malloc): the burst's memory goes back to the system, not only to the heap.
 """
