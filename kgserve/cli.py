@@ -30,6 +30,7 @@ from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
 from kgserve.logformat import LineHandler, listening_line
 from kgserve.preflight import startup_problems
 from kgserve.procs.malloc import tune_malloc
+from kgserve.procs.parent import take_parent_pid, watch_parent
 from kgserve.procs.workers import parse_worker, supervise, worker_settings
 from kgserve.settings import ConfigError, Settings, load_settings
 from kgserve.ws.wsguard import guarded_websocket
@@ -54,6 +55,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         default=None,
         help="serve a synthetic net (random weights: its analyses are noise) as a throughput test",
+    )
+    parser.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        help="stop when this process ends (default: KGSERVE_PARENT_PID; kgbench's jobs set it)",
     )
     parser.add_argument(
         "--worker", default=None, help=argparse.SUPPRESS
@@ -205,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kgserve: {exc}", file=sys.stderr)
         return EXIT_STARTUP
     _logging(settings.server.log_level)
+    parent = take_parent_pid(args.parent_pid)
+    if parent is not None:  # a kgbench job's kgserve: it must not outlive the job (kgserve.procs.parent)
+        watch_parent(parent, settings.server.grace_period_s)
     problems = startup_problems(settings)
     if problems:
         print(_problem_paragraph(settings, problems), file=sys.stderr)

@@ -20,6 +20,7 @@ from mlflow.tracking import MlflowClient
 from kgbench.decide.goodput import best_goodput
 from kgbench.decide.race import fold_replicates
 from kgbench.decide.selection import Candidate
+from kgbench.track.reaper import reap_dead_runs
 from kgbench.track.schema import (
     BACKEND,
     CONTENDED,
@@ -55,6 +56,7 @@ __all__ = [
     "job_candidates",
     "label_of",
     "make_client",
+    "mark_dead_runs",
     "promoted_runs",
     "scratch_promoted_runs",
     "sweep_children",
@@ -90,6 +92,16 @@ def _experiment_ids(client: MlflowClient, experiment: str | None) -> list[str]:
     if not found:
         raise SweepNotFound(f"no MLflow experiment named {' or '.join(map(repr, names))} at {client.tracking_uri}")
     return found
+
+
+def mark_dead_runs(client: MlflowClient, experiment: str | None, by: str) -> list[str]:
+    """Mark the runs left RUNNING by a process that is gone (a sweep killed with SIGKILL) KILLED, before they are
+    read (kgbench.track.reaper); one line for each."""
+    try:
+        ids = _experiment_ids(client, experiment)
+    except SweepNotFound:
+        return []
+    return [f"marked run {run_id} KILLED: {reason}" for run_id, reason in reap_dead_runs(client, ids, by)]
 
 
 def find_sweep(client: MlflowClient, experiment: str | None = None, sweep: str | None = None) -> Run:

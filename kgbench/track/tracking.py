@@ -27,6 +27,7 @@ from kgbench.load.ladder import knee
 from kgbench.load.types import LevelSummary, LoadResult
 from kgbench.track.mlflow_ui import label_experiment
 from kgbench.track.plots import write_plots
+from kgbench.track.reaper import mark_killed, owner_tags
 from kgbench.track.schema import (
     FAILURE_REASON,
     GIT_COMMIT,
@@ -163,6 +164,7 @@ def create_sweep_run(
             HYDRA_OVERRIDES: overrides,
             HOST: host_name(),
             GIT_COMMIT: git_commit(),
+            **owner_tags(),  # a sweep killed with SIGKILL is found by its gone owner (kgbench.track.reaper)
             **(tags or {}),
         },
     )
@@ -199,7 +201,7 @@ class JobRun:
         parent_run_id: str | None,
         tags: Mapping[str, str],
     ) -> JobRun:
-        all_tags = {ROLE: ROLE_JOB, PROMOTED: flag(False), **tags}
+        all_tags = {ROLE: ROLE_JOB, PROMOTED: flag(False), **owner_tags(), **tags}
         if sweep_id:
             all_tags[SWEEP_ID] = sweep_id
         if parent_run_id:
@@ -239,6 +241,10 @@ class JobRun:
             tags[FAILURE_REASON] = " ".join(reason.split())[:5000]
         self.set_tags(tags)
         finish_run(self.client, self.run_id, ok)
+
+    def kill(self, reason: str) -> None:
+        """End the run as KILLED: stopped before its end (a signal), the reason in kgbench.failure_reason."""
+        mark_killed(self.client, self.run_id, reason)
 
 
 def turn_metrics(level: LevelSummary) -> dict[str, float]:
