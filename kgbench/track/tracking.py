@@ -285,6 +285,10 @@ def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], jo
             goodput_concurrency=good.concurrency,
             slo_ms=good.slo_ms,
         )
+    # every level's errors, not only the headline's: an engine crash in the first level must not hide behind a
+    # clean second one (promote refuses a run with any: kgbench.decide.selection)
+    metrics["errors_all_levels"] = sum(level.errors for level in result.levels)
+    metrics["timeouts_all_levels"] = sum(level.timeouts for level in result.levels)
     metrics["knee_concurrency"] = knee(result.levels)
     metrics["turns_total"] = result.turns_total
     metrics["visits_total"] = result.visits_total
@@ -294,7 +298,7 @@ def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], jo
     run.log_metrics(metrics)
     points: list[tuple[str, Any, int]] = []
     for level in result.levels:
-        for name in ("req_per_s", "turns_per_s", "p50_ms", "p99_ms", "error_rate", "goodput_per_s"):
+        for name in ("req_per_s", "turns_per_s", "p50_ms", "p99_ms", "error_rate", "errors", "goodput_per_s"):
             points.append((f"level_{name}", getattr(level, name), level.concurrency))
         points.append(("level_req_per_s_ci_low", level.req_per_s_low, level.concurrency))
         points.append(("level_req_per_s_ci_high", level.req_per_s_high, level.concurrency))

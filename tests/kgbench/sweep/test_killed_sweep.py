@@ -18,7 +18,7 @@ import psutil
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kgbench.track.schema import FAILURE_REASON, OWNER_PID, ROLE, ROLE_SWEEP, STATUS
+from kgbench.track.schema import FAILURE_REASON, FAULTS, OWNER_PID, ROLE, ROLE_JOB, ROLE_SWEEP, STATUS
 from kgserve.logformat import LISTENING_RE
 from tests.helpers.mlflow_store import seeded_uri
 from tests.helpers.processes import wait_for
@@ -209,3 +209,27 @@ def test_kgserve_stops_when_its_parent_is_gone_without_a_death_signal(tmp_path: 
         middle.wait(timeout=30)
         if middle.stdout is not None:
             middle.stdout.close()
+
+
+def test_a_job_whose_engine_is_killed_mid_level_is_flagged_and_never_promoted(sweep_of: type[Sweep]) -> None:
+    """The sim engine SIGKILLed during the first level: kgserve restarts it and the second level may be clean, but
+    the run says what happened (kgbench.faults, every level's errors) and promote passes it over, saying why."""
+    sweep = sweep_of("load=smoke", "load.concurrency=[2,4]")
+    _server, engines = sweep.wait_measuring()
+    engines[0].kill()
+    sweep.ended()
+    (job,) = [run for run in sweep.runs() if run.data.tags.get(ROLE) == ROLE_JOB]
+    assert "engine[0] ended" in job.data.tags.get(FAULTS, ""), job.data.tags
+    assert "errors_all_levels" in job.data.metrics
+    promote = subprocess.run(
+        [sys.executable, "-m", "kgbench.promote", "--dry-run", "--explain", "--allow-simulated"],
+        env={**os.environ, "MLFLOW_TRACKING_URI": sweep.uri},
+        cwd=sweep.folder,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out = promote.stdout + promote.stderr
+    assert promote.returncode != 0, out
+    assert "faulted while measured (engine[0] ended" in out, out
+    assert "WINNER" not in out, out
