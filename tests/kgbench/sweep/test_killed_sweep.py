@@ -233,3 +233,17 @@ def test_a_job_whose_engine_is_killed_mid_level_is_flagged_and_never_promoted(sw
     assert promote.returncode != 0, out
     assert "faulted while measured (engine[0] ended" in out, out
     assert "WINNER" not in out, out
+
+
+def test_a_job_whose_kgserve_is_killed_fails_with_the_reason(sweep_of: type[Sweep]) -> None:
+    """kgserve SIGKILLed mid-job (its engine dies with it: the parent-death signal): the job fails, saying so,
+    instead of standing at the earlier level's figure."""
+    sweep = sweep_of("load=smoke", "load.concurrency=[2,4]")
+    server, engines = sweep.wait_measuring()
+    server.kill()
+    sweep.ended()
+    assert_nothing_left([server, *engines])
+    (job,) = [run for run in sweep.runs() if run.data.tags.get(ROLE) == ROLE_JOB]
+    assert job.info.status == "FAILED", job.data.tags
+    reason = job.data.tags.get(FAILURE_REASON, "")
+    assert "kgserve exited during the measurement (killed by signal 9)" in reason, reason
