@@ -237,8 +237,8 @@ def test_a_job_whose_engine_is_killed_mid_level_is_flagged_and_never_promoted(sw
 
 def test_a_job_whose_kgserve_is_killed_fails_with_the_reason(sweep_of: type[Sweep]) -> None:
     """kgserve SIGKILLed mid-job (its engine dies with it: the parent-death signal): the job fails, saying so,
-    instead of standing at the earlier level's figure."""
-    sweep = sweep_of("load=smoke", "load.concurrency=[2,4]")
+    instead of standing at the earlier windows' figure."""
+    sweep = sweep_of("load=smoke", "load.concurrency=[2]")
     server, engines = sweep.wait_measuring()
     server.kill()
     sweep.ended()
