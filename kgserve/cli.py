@@ -7,6 +7,8 @@
 - SIGTERM / SIGINT: stop accepting, let in-flight requests finish within server.grace_period_s (then
   they are cut, which terminates their queries), then close the pool (terminate_all, close stdin, wait,
   kill) and exit 0. A second SIGINT forces the exit.
+- `--parent-pid PID` (or KGSERVE_PARENT_PID, which kgbench's jobs set): stop as on SIGTERM once that process is
+  gone (kgserve.procs.parent), so a job's kgserve never outlives a killed sweep.
 """
 
 from __future__ import annotations
