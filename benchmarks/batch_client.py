@@ -37,10 +37,10 @@ import aiohttp
 import yaml
 
 from kgbench.load.games.library import GAMES_DIR, game_files, query_rules
-from kgbench.load.games.sgf import parse_sgf
 from kgbench.targets.kgserve_process import KgserveProcess
 from kgbench.targets.sim import sim_env
 from kgbench.track.machine import machine_line
+from kgserve.katago.sgf import parse_sgf
 from kgserve.settings import BackendSettings, Settings, load_settings
 
 __all__ = [

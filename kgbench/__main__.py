@@ -5,7 +5,8 @@ override keys that the composed config already has, so plain `name=value` overri
 groups are passed to Hydra as `++name=value` (set or add): a key no group sets (`nnRandomize=false`) works
 too, and a misspelt one (`nnMaxBatchSze=64`) reaches kgbench's validation, which names the closest valid
 key, instead of a Hydra struct error. The exit status is 0 when at least one job succeeded, 1 when none did, 2 when
-none could start (nothing recorded: kgbench.sweep.preflight).
+none could start (nothing recorded: kgbench.sweep.preflight), 130 / 143 when stopped by SIGINT / SIGTERM (its runs
+marked KILLED: kgbench.sweep.interrupt).
 
 `python -m kgbench --space [-m] hparams_search=optuna ...` prints a search's space, budget and sampler and runs
 nothing (docs/sweeps.md shows how to narrow it).
@@ -30,7 +31,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
-from kgbench.sweep import state
+from kgbench.sweep import interrupt, state
 from kgbench.sweep.labels import display_overrides
 from kgserve.paths import PROJECT_ROOT
 
@@ -146,8 +147,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return show_space(args)
     sys.argv = [sys.argv[0], *with_grid_sweeper(rewrite_overrides(args))]
     state.reset()
-    hydra_job()
+    with interrupt.stop_on_signals():
+        try:
+            hydra_job()
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the job has stopped its target and marked its run
+            return _stopped()
     return state.exit_status()
+
+
+def _stopped() -> int:
+    """The sweep was stopped by a signal: its runs marked KILLED, its progress bar ended, the shell's status for
+    that signal (130 for SIGINT, 143 for SIGTERM)."""
+    from kgbench.sweep import progress  # a sweep's modules: only once one ran (the light paths import none)
+    from kgbench.sweep.sweep_end import end_interrupted
+
+    progress.stop_sweep()
+    reason = interrupt.interrupt_reason()
+    end_interrupted(state.sweep_run(), reason)
+    print(f"kgbench: {reason.split(':')[0]}", file=sys.stderr, flush=True)
+    return interrupt.EXIT_STATUS.get(interrupt.received(), 130)
 
 
 if __name__ == "__main__":

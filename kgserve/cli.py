@@ -9,6 +9,8 @@
 - SIGTERM / SIGINT: stop accepting, let in-flight requests finish within server.grace_period_s (then
   they are cut, which terminates their queries), then close the pool (terminate_all, close stdin, wait,
   kill) and exit 0. A second SIGINT forces the exit.
+- `--parent-pid PID` (or KGSERVE_PARENT_PID, which kgbench's jobs set): stop as on SIGTERM once that process is
+  gone (kgserve.procs.parent), so a job's kgserve never outlives a killed sweep.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from kgserve.http.httpguard import ConnectionLimits, guarded_protocol
 from kgserve.logformat import LineHandler, listening_line
 from kgserve.preflight import cfg_content_problems, startup_problems
 from kgserve.procs.malloc import tune_malloc
+from kgserve.procs.parent import take_parent_pid, watch_parent
 from kgserve.procs.workers import parse_worker, supervise, worker_settings
 from kgserve.settings import ConfigError, Settings, load_settings
 from kgserve.ws.wsguard import guarded_websocket
@@ -73,6 +76,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="keep serving (unready, /readyz 503) when the engine refuses to start the same way every time, "
         "instead of exiting 3 (engine.stay_up_on_engine_refusal)",
+    )
+    parser.add_argument(
+        "--parent-pid",
+        type=int,
+        default=None,
+        help="stop when this process ends (default: KGSERVE_PARENT_PID; kgbench's jobs set it)",
     )
     parser.add_argument(
         "--worker", default=None, help=argparse.SUPPRESS
@@ -262,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kgserve: {exc}", file=sys.stderr)
         return EXIT_STARTUP
     _logging(settings.server.log_level)
+    parent = take_parent_pid(args.parent_pid)
+    if parent is not None:  # a kgbench job's kgserve: it must not outlive the job (kgserve.procs.parent)
+        watch_parent(parent, settings.server.grace_period_s)
     problems = startup_problems(settings)
     if problems:
         print(_problem_paragraph(settings, problems), file=sys.stderr)

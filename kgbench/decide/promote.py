@@ -154,6 +154,8 @@ class _Chosen:
 
 def _select(client: MlflowClient, args: argparse.Namespace, settings: Settings) -> _Chosen:
     explained: list[str] = []
+    for line in runlib.mark_dead_runs(client, args.experiment, "promote"):  # a killed sweep's runs: not RUNNING
+        print(line, file=sys.stderr)
     if args.run:
         run = client.get_run(args.run)
         sweep_id = run.data.tags.get(SWEEP_ID) or run.data.tags.get(PARENT_RUN) or "-"

@@ -151,13 +151,17 @@ def run_race(contending: Sequence[str], measure_round: MeasureRound, settings: R
 
 
 def replicate_counts(c: Candidate) -> bool:
-    """A replicate whose req/s counts: finished clean, no errors or timeouts, not contended."""
+    """A replicate whose req/s counts: finished clean, no errors or timeouts (at any level), no fault, not
+    contended."""
     return (
         c.status == "FINISHED"
         and not c.failed
         and not c.contended
+        and not c.faults
         and (c.errors or 0) == 0
         and (c.timeouts or 0) == 0
+        and (c.errors_all_levels or 0) == 0
+        and (c.timeouts_all_levels or 0) == 0
         and c.req_per_s is not None
         and math.isfinite(c.req_per_s)
     )

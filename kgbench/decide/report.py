@@ -306,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         client = runlib.make_client(args.tracking_uri)
+        for line in runlib.mark_dead_runs(client, args.experiment, "report"):
+            print(line, file=sys.stderr)
         parent = runlib.find_sweep(client, args.experiment, args.sweep)
     except runlib.SweepNotFound as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -20,10 +20,12 @@ from mlflow.tracking import MlflowClient
 from kgbench.decide.goodput import best_goodput
 from kgbench.decide.race import fold_replicates
 from kgbench.decide.selection import Candidate
+from kgbench.track.reaper import reap_dead_runs
 from kgbench.track.schema import (
     BACKEND,
     CONTENDED,
     CONTENTION,
+    FAULTS,
     INVALID,
     INVALID_REASON,
     LOAD_GROUP,
@@ -55,6 +57,7 @@ __all__ = [
     "job_candidates",
     "label_of",
     "make_client",
+    "mark_dead_runs",
     "promoted_runs",
     "scratch_promoted_runs",
     "sweep_children",
@@ -90,6 +93,16 @@ def _experiment_ids(client: MlflowClient, experiment: str | None) -> list[str]:
     if not found:
         raise SweepNotFound(f"no MLflow experiment named {' or '.join(map(repr, names))} at {client.tracking_uri}")
     return found
+
+
+def mark_dead_runs(client: MlflowClient, experiment: str | None, by: str) -> list[str]:
+    """Mark the runs left RUNNING by a process that is gone (a sweep killed with SIGKILL) KILLED, before they are
+    read (kgbench.track.reaper); one line for each."""
+    try:
+        ids = _experiment_ids(client, experiment)
+    except SweepNotFound:
+        return []
+    return [f"marked run {run_id} KILLED: {reason}" for run_id, reason in reap_dead_runs(client, ids, by)]
 
 
 def find_sweep(client: MlflowClient, experiment: str | None = None, sweep: str | None = None) -> Run:
@@ -183,6 +196,9 @@ def job_candidates(runs: Sequence[Run]) -> list[Candidate]:
                 p99_ms=_metric(run, "p99_ms"),
                 errors=_metric(run, "errors"),
                 timeouts=_metric(run, "timeouts"),
+                errors_all_levels=_metric(run, "errors_all_levels"),
+                timeouts_all_levels=_metric(run, "timeouts_all_levels"),
+                faults=tags.get(FAULTS, ""),
                 unstable=_flag(run, UNSTABLE),
                 invalid=_flag(run, INVALID),
                 invalid_reason=tags.get(INVALID_REASON, ""),

@@ -31,7 +31,8 @@ Objective = Literal["req_per_s", "goodput", "turns_per_s"]
 OBJECTIVES: tuple[Objective, ...] = ("req_per_s", "goodput", "turns_per_s")
 _UNITS = {"req_per_s": "req/s", "goodput": "goodput", "turns_per_s": "turns/s"}
 _ELIGIBLE = (
-    "FINISHED runs with 0 errors and 0 timeouts, not flagged unstable, invalid or contended, p99 within the SLO when "
+    "FINISHED runs with 0 errors and 0 timeouts at every level, no engine restart or kgserve death while measured, not "
+    "flagged unstable, invalid or contended, p99 within the SLO when "
     "given, simulated runs only with --allow-simulated, synthetic nets only with --allow-synthetic"
 )
 
@@ -55,6 +56,9 @@ class Candidate:
     p99_ms: float | None = None
     errors: float | None = None
     timeouts: float | None = None
+    errors_all_levels: float | None = None  # every level's errors (None: a run from before they were counted)
+    timeouts_all_levels: float | None = None
+    faults: str = ""  # kgbench.faults: an engine restarted, kgserve died while measured
     unstable: bool = False
     invalid: bool = False
     invalid_reason: str = ""
@@ -146,12 +150,18 @@ def _reason(
         return "no goodput_per_s"
     if objective == "turns_per_s" and not _finite(c.turns_per_s):
         return "no turns_per_s"
+    if c.faults:
+        return f"faulted while measured ({c.faults})"
     if c.errors is None:
         return "no errors metric"
     if c.errors > 0:
         return f"{c.errors:g} errors"
     if c.timeouts is not None and c.timeouts > 0:
         return f"{c.timeouts:g} timeouts"
+    if c.errors_all_levels is not None and c.errors_all_levels > 0:
+        return f"{c.errors_all_levels:g} errors over all levels (none at the headline level)"
+    if c.timeouts_all_levels is not None and c.timeouts_all_levels > 0:
+        return f"{c.timeouts_all_levels:g} timeouts over all levels (none at the headline level)"
     if c.unstable:
         return "unstable"
     if c.invalid:

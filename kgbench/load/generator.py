@@ -169,6 +169,9 @@ async def _closed_worker(
     while not stop.is_set():
         level.inflight += 1
         await _issue(sender, client, level, counter, level.now())
+        # a request that fails without suspending (the session closed under it: the run is being torn down) would
+        # make this loop spin without ever yielding, and a cancellation (Ctrl-C, SIGTERM) would never be delivered
+        await asyncio.sleep(0)
 
 
 async def _open_arrivals(
@@ -229,7 +232,27 @@ async def _run_level(
         client = queries.client(0, 1)
         tasks.add(asyncio.create_task(_open_arrivals(sender, client, level, counter, stop, tasks)))
     probe = asyncio.create_task(_lag_probe(level, stop))
+    try:
+        return await _measure_level(level, load, concurrency, index, progress, stop, tasks, probe)
+    finally:
+        # on any way out (a cancellation: Ctrl-C, SIGTERM; an error) no worker outlives its level: left running,
+        # they would keep sending into a closed session while the run is torn down
+        stop.set()
+        for task in (*tasks, probe):
+            task.cancel()
+        await asyncio.gather(*tasks, probe, return_exceptions=True)
 
+
+async def _measure_level(
+    level: _Level,
+    load: LoadSettings,
+    concurrency: int,
+    index: int,
+    progress: Progress | None,
+    stop: asyncio.Event,
+    tasks: set[asyncio.Task[None]],
+    probe: asyncio.Task[None],
+) -> tuple[LevelSummary, list[RequestRecord], SelfWatch, list[TurnEvent]]:
     def report(phase: Any, window: int, rate: float) -> None:
         if progress is not None:
             unit = "turns/s" if load.counts_turns else "req/s"

@@ -21,61 +21,21 @@ wherever the journal does:
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
 from types import TracebackType
 
 import optuna
-import psutil
 from optuna.storages import BaseStorage
 from optuna.trial import FrozenTrial, TrialState
 
+from kgbench.owner import Owner
 from kgbench.search.attrs import LEASE_ATTR, LOST_ATTR
 
 __all__ = ["LeaseKeeper", "Owner", "lease_value", "lost_reason", "reap_lost"]
 
 log = logging.getLogger(__name__)
-
-START_TOLERANCE_S = 1.0  # a process's start time as psutil reads it twice
-
-
-@dataclass(frozen=True)
-class Owner:
-    """A sweeper process: its host, pid and start time (a pid reused by a later process is not it)."""
-
-    host: str
-    pid: int
-    started: float
-
-    @classmethod
-    def me(cls) -> Owner:
-        return cls(socket.gethostname(), os.getpid(), round(psutil.Process().create_time(), 3))
-
-    @classmethod
-    def of(cls, lease: Mapping[str, object]) -> Owner | None:
-        try:
-            return cls(str(lease["host"]), int(str(lease["pid"])), float(str(lease["started"])))
-        except (KeyError, TypeError, ValueError):
-            return None
-
-    def describe(self) -> str:
-        return f"pid {self.pid} on {self.host}"
-
-    def gone(self) -> bool | None:
-        """True when this process is known to be gone (it ran on this host), None when that cannot be told here."""
-        if self.host != socket.gethostname():
-            return None
-        try:
-            started = psutil.Process(self.pid).create_time()
-        except psutil.NoSuchProcess:
-            return True
-        except psutil.Error:  # no access to it: someone's live process
-            return False
-        return abs(started - self.started) > START_TOLERANCE_S
 
 
 def lease_value(owner: Owner, lease_s: float, now: float | None = None) -> dict[str, object]:

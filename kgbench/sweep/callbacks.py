@@ -25,6 +25,7 @@ from omegaconf import DictConfig
 from kgbench.sweep import progress, state, sweep_end
 from kgbench.sweep.labels import BOOKKEEPING, display_overrides  # light: kgbench.__main__ uses them without MLflow
 from kgbench.track import tracking
+from kgbench.track.reaper import reap_dead_runs
 from kgbench.track.schema import SKIPPED_JOBS
 from kgserve.engine.client import is_simulated
 
@@ -91,6 +92,8 @@ def open_sweep(
         tags = {SKIPPED_JOBS: " | ".join(f"{job}: {why}" for job, why in skipped)[:5000]} if skipped else {}
         parent = tracking.create_sweep_run(client, experiment, sweep_id, display_overrides(overrides), tags)
         experiment_id = tracking.ensure_experiment(client, experiment)
+        for run_id, reason in reap_dead_runs(client, [experiment_id], "the next sweep"):
+            _note(f"marked run {run_id} KILLED: {reason}")
         os.environ[ENV_PARENT] = parent
         os.environ[ENV_EXPERIMENT] = experiment
         state.set_sweep_run(state.SweepRun(parent, experiment_id, sweep_id, tuple(skipped)))

@@ -5,6 +5,7 @@ with a one-line reason, and the sweep goes on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -32,6 +33,7 @@ from kgbench.sweep.compose.render import RenderError
 from kgbench.sweep.compose.spec import Prepared, check_engine_files, prepare, runtime_config_path, section
 from kgbench.sweep.failure import JobFailure
 from kgbench.sweep.grouping import build_key
+from kgbench.sweep.interrupt import interrupt_reason
 from kgbench.sweep.progress import JobProgress, job_done
 from kgbench.targets.base import TargetError
 from kgbench.targets.serving import changes_json, serving_line, serving_params, serving_settings
@@ -198,7 +200,8 @@ def job_experiment(cfg: DictConfig) -> str:
 
 
 def run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
-    """Run one job and record it. Never raises (except KeyboardInterrupt, after marking the run FAILED)."""
+    """Run one job and record it. Never raises (except KeyboardInterrupt: Ctrl-C or SIGTERM, after marking the run
+    KILLED with the signal)."""
     started = time.monotonic()
     outcome: JobOutcome | None = None
     try:
@@ -241,8 +244,11 @@ def _run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
             value = _execute(cfg, ctx, run, progress)
     except (JobFailure, TargetError, RenderError, ConfigError) as exc:
         reason = _one_line(str(exc))
-    except KeyboardInterrupt:
-        run.finish(False, "interrupted (Ctrl-C)")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (kgbench.sweep.interrupt): the target is stopped by now
+        with contextlib.suppress(Exception, KeyboardInterrupt):  # a second signal: kgbench.__main__ ends the rest
+            run.log_artifact(ctx.job_dir / "kgserve_stderr.log")
+            run.kill(interrupt_reason())
+        progress.stage(f"KILLED: {interrupt_reason()}")
         raise
     except Exception as exc:
         reason = _one_line(f"{type(exc).__name__}: {exc}")

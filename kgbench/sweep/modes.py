@@ -27,6 +27,7 @@ from kgbench.sweep.progress import JobProgress
 from kgbench.targets.base import Target
 from kgbench.targets.direct import PoolTarget
 from kgbench.targets.enginelog import find_unused_keys, parse_nn_stats, unused_key_reason
+from kgbench.targets.faults import Fault, faults_text
 from kgbench.targets.http import KgserveTarget
 from kgbench.track.contention import Contention, ContentionSettings, wait_for_quiet
 from kgbench.track.measure import MeasureWatch
@@ -34,6 +35,7 @@ from kgbench.track.schema import (
     CONTENDED,
     CONTENTION,
     CONTENTION_ATTEMPTS,
+    FAULTS,
     KATAGO_VERSION,
     MODEL_FILE,
     MODEL_SHA256,
@@ -124,9 +126,9 @@ def _measure(
     progress: JobProgress,
     on_level: LevelHook | None = None,
     contention: ContentionSettings | None = None,
-) -> tuple[LoadResult, dict[str, float], str | None, Contention]:
+) -> tuple[LoadResult, dict[str, float], str | None, Contention, list[Fault]]:
     """The target under the load generator: (result, extra metrics, `Unused key` failure or None, the windows'
-    contention verdict)."""
+    contention verdict, what went wrong in the target while measured)."""
     timeout = prepared.settings.engine.backend_settings(prepared.backend).startup_timeout_s * prepared.engines + 60
     progress.stage(f"starting {target.name} ({prepared.engines} {prepared.backend} engine(s), {prepared.transport})")
     extra: dict[str, float] = {}
@@ -150,7 +152,7 @@ def _measure(
     run.set_tags(tags)
     unused = find_unused_keys(log)
     verdict = watch.contention(result, load.window_s, contention or ContentionSettings())
-    return result, extra, unused_key_reason(unused) if unused else None, verdict
+    return result, extra, unused_key_reason(unused) if unused else None, verdict, target.faults()
 
 
 def _contention_settings(cfg: DictConfig) -> ContentionSettings:
@@ -199,12 +201,13 @@ def load_mode(
     try:
         attempts: list[Contention] = []
         while True:
-            result, extra, unused, verdict = _measure(
+            result, extra, unused, verdict, faults = _measure(
                 _target(prepared, job_dir), prepared, job_dir, load, queries, run, progress, hook, settings
             )
             attempts.append(verdict)
             pruned = link is not None and link.pruned_at is not None
-            if not verdict.flagged or unused is not None or pruned or len(attempts) > settings.remeasure:
+            done = unused is not None or pruned or bool(faults) or len(attempts) > settings.remeasure
+            if not verdict.flagged or done:
                 break
             progress.stage(f"contended: {verdict.reason}")
             progress.stage(f"re-measuring ({len(attempts)} of {settings.remeasure}) once the host is quiet")
@@ -219,6 +222,12 @@ def load_mode(
         log_text = log_path.read_text(encoding="utf-8", errors="replace") if log_path.exists() else ""
         if cache := trt_cache_status(log_text):  # TensorRT timing cache hit or miss, from the engine's log
             run.set_tags({TRT_CACHE: cache})
+    if faults:  # an engine restarted, kgserve died: the figures are kept, never promoted (kgbench.decide.selection)
+        run.set_tags({FAULTS: faults_text(faults)[:5000]})
+        progress.stage(f"faulted: {faults_text(faults)}")
+    if fatal := [f for f in faults if f.fatal]:
+        log_load_result(run, result, extra, job_dir, "")
+        raise JobFailure(faults_text(fatal))
     if unused is not None:  # KataGo ignored a key: the figures are logged, but they do not measure this cfg
         log_load_result(run, result, extra, job_dir, "")
         headline_value(result)

@@ -23,8 +23,9 @@ from kgbench.sweep import state
 from kgbench.track import summary, tracking
 from kgbench.track.coldstart import cold_start
 from kgbench.track.mlflow_ui import runs_url
+from kgbench.track.reaper import mark_killed
 
-__all__ = ["summarise"]
+__all__ = ["end_interrupted", "summarise"]
 
 
 def _note(message: str) -> None:
@@ -98,3 +99,21 @@ def summarise(sweep: state.SweepRun | None, sweep_dir: Path) -> None:
     if succeeded == 0:
         _note("no job of this sweep succeeded (see the reasons above)")
     print(summary.contended_line(runs), flush=True)  # the sweep's last line
+
+
+def end_interrupted(sweep: state.SweepRun | None, reason: str) -> None:
+    """A sweep stopped by a signal (kgbench.sweep.interrupt): every run of it still RUNNING (the job's own run is
+    marked by the job; one opened a moment before the signal is not) and its parent run marked KILLED with the
+    reason. Never raises: the process is on its way out."""
+    if sweep is None:
+        return
+    try:
+        client = tracking.make_client()
+        for run in summary.child_runs(client, sweep.experiment_id, sweep.parent_run_id):
+            if run.info.status == "RUNNING":
+                mark_killed(client, run.info.run_id, reason)
+        mark_killed(client, sweep.parent_run_id, reason)
+        _note(f"sweep {sweep.sweep_id} stopped: its parent run {sweep.parent_run_id} marked KILLED ({reason})")
+    except Exception as exc:
+        _note(f"cannot mark the stopped sweep's runs: {type(exc).__name__}: {exc} (the next sweep, promote or report "
+              "marks them, kgbench.track.reaper)")  # fmt: skip

@@ -5,7 +5,8 @@ both the same way.
 A target is started (`start`: seconds to ready and its readiness document, /readyz or the pool's status), loaded
 (`measure`), stopped, and its engines' stderr read afterwards (`engine_log`, lines as kgserve logs them:
 kgserve.engine.process.stderr_line), for `Unused key` warnings and NN statistics (kgbench.targets.enginelog).
-A target that cannot start raises TargetError with a one-line reason.
+A target that cannot start raises TargetError with a one-line reason; one that faulted while measured says so after
+(`faults`: kgbench.targets.faults).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 
 from kgbench.load.kinds import Traffic
 from kgbench.load.types import LevelHook, LoadResult, LoadSettings, Progress
+from kgbench.targets.faults import Fault
 
 __all__ = ["Note", "Target", "TargetError"]
 
@@ -41,6 +43,10 @@ class Target(Protocol):
         self, load: LoadSettings, queries: Traffic, progress: Progress | None, on_level: LevelHook | None
     ) -> LoadResult:
         """Every level of `load` against the started target (kgbench.load.generator)."""
+        ...
+
+    def faults(self) -> list[Fault]:
+        """What went wrong in the target during the last `measure` (an engine restarted, the target gone)."""
         ...
 
     def stop(self, grace_s: float) -> None: ...

@@ -21,6 +21,7 @@ from kgbench.load.kinds import Traffic
 from kgbench.load.types import LevelHook, LoadResult, LoadSettings, Progress
 from kgbench.targets.base import Note, TargetError
 from kgbench.targets.enginelog import MAX_LINES, find_unused_keys, unused_key_reason
+from kgbench.targets.faults import Fault, restart_faults
 from kgserve.engine.errors import NoEngineReady
 from kgserve.engine.pool import EnginePool
 from kgserve.engine.process import stderr_line
@@ -83,6 +84,7 @@ class PoolTarget:
         self.pool = EnginePool(settings, backend, stderr_sink=self.collector)
         self.grace_s = settings.server.grace_period_s
         self._runner = asyncio.Runner()
+        self._faults: list[Fault] = []
 
     def start(self, timeout_s: float, note: Note) -> tuple[float, Mapping[str, Any]]:
         return self._runner.run(self._start(timeout_s, note))
@@ -116,7 +118,13 @@ class PoolTarget:
     def measure(
         self, load: LoadSettings, queries: Traffic, progress: Progress | None, on_level: LevelHook | None
     ) -> LoadResult:
-        return self._runner.run(run_direct(self.pool, load, queries, progress, on_level))
+        before = self.pool.status()
+        result = self._runner.run(run_direct(self.pool, load, queries, progress, on_level))
+        self._faults = restart_faults(before, self.pool.status())
+        return result
+
+    def faults(self) -> list[Fault]:
+        return list(self._faults)
 
     def stop(self, grace_s: float) -> None:
         try:

@@ -11,6 +11,7 @@ from kgbench.load.generator import run_load
 from kgbench.load.kinds import Traffic
 from kgbench.load.types import HttpTarget, LevelHook, LoadResult, LoadSettings, Progress
 from kgbench.targets.base import Note
+from kgbench.targets.faults import Fault, restart_faults, target_gone
 from kgbench.targets.kgserve_process import KgserveProcess
 
 __all__ = ["KgserveTarget"]
@@ -23,6 +24,7 @@ class KgserveTarget:
 
     def __init__(self, config: Path, log_path: Path) -> None:
         self.proc = KgserveProcess(config, log_path)
+        self._faults: list[Fault] = []
 
     @property
     def where(self) -> str:
@@ -35,8 +37,18 @@ class KgserveTarget:
     def measure(
         self, load: LoadSettings, queries: Traffic, progress: Progress | None, on_level: LevelHook | None
     ) -> LoadResult:
-        assert self.proc.url is not None
-        return asyncio.run(run_load(HttpTarget(self.proc.url), load, queries, progress, on_level))
+        assert self.proc.url is not None and self.proc.proc is not None
+        _, before = self.proc.get_json("/readyz")
+        result = asyncio.run(run_load(HttpTarget(self.proc.url), load, queries, progress, on_level))
+        code = self.proc.proc.poll()
+        if code is not None:
+            self._faults = [target_gone("kgserve", code)]
+        else:
+            self._faults = restart_faults(before, self.proc.get_json("/readyz")[1])
+        return result
+
+    def faults(self) -> list[Fault]:
+        return list(self._faults)
 
     def stop(self, grace_s: float) -> None:
         self.proc.stop(grace_s)

@@ -5,6 +5,9 @@ The one kgserve-process helper: kgbench jobs (kgbench.targets.http), `python -m 
 benchmarks (benchmarks/) and the tests all start kgserve through it; `kgserve_running` is it as a context manager,
 with a config file of its own (the benchmarks': `one_client`).
 
+kgserve cannot outlive the process that started it: a parent-death signal and a watchdog on its parent's pid
+(`KgserveProcess.start`, kgserve.procs.parent), so a sweep killed with SIGKILL leaves no kgserve or engine behind.
+
 kgserve's stdout and stderr go (merged) to one log file, read line by line as they come, so the port, an
 `Unused key` warning and a start-up failure are seen at once.
 """
@@ -32,7 +35,9 @@ import yaml
 
 from kgbench.targets.base import TargetError
 from kgbench.targets.enginelog import MAX_LINES, UNUSED_KEY, unused_key_reason
+from kgserve.engine.procutil import child_preexec
 from kgserve.logformat import LISTENING_RE
+from kgserve.procs.parent import ENV_PARENT_PID
 from kgserve.settings import Settings
 
 __all__ = ["KgserveProcess", "engine_pids", "kgserve_running", "one_client", "write_config"]
@@ -64,14 +69,16 @@ class KgserveProcess:
 
     # -- process --------------------------------------------------------------------------------------------
     def start(self) -> None:
+        """Start kgserve, bound to this process: it cannot outlive it (`_die_with_us`)."""
         self._log = self.log_path.open("w", encoding="utf-8")
         self.proc = subprocess.Popen(
             self.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=self.env,
+            env={**self.env, ENV_PARENT_PID: str(os.getpid())},
             cwd=self.cwd,
+            preexec_fn=_die_with_us(),
         )
         self._reader = threading.Thread(target=self._read, name="kgserve-log", daemon=True)
         self._reader.start()
@@ -227,6 +234,17 @@ class KgserveProcess:
                 self._log.close()
             if self.proc is not None and self.proc.stdout is not None:
                 self.proc.stdout.close()
+
+
+def _die_with_us() -> Callable[[], None] | None:
+    """kgserve gets SIGTERM (a graceful stop: its engines die with it, kgserve.engine.procutil) when this process
+    dies, even by SIGKILL, where no handler of ours runs. Linux sends the parent-death signal when the *thread* that
+    started the child ends, not the process: set only when that thread is the main thread, which lives as long as
+    the process. From any other thread (a harness's worker) kgserve relies on its watchdog on our pid alone
+    (KGSERVE_PARENT_PID, kgserve.procs.parent), which also covers systems without the signal."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return child_preexec(signal.SIGTERM)
 
 
 def one_client(data: dict[str, Any]) -> None:

@@ -25,6 +25,7 @@ __all__ = [
     "ENGINE_BINARY",
     "ENGINE_MODEL",
     "FAILURE_REASON",
+    "FAULTS",
     "GIT_COMMIT",
     "GPU_METRICS_ABSENT",
     "GPU_NAME",
@@ -46,6 +47,9 @@ __all__ = [
     "NET_GFLOPS_PER_EVAL",
     "NET_NAME",
     "NET_PARAMS",
+    "OWNER_HOST",
+    "OWNER_PID",
+    "OWNER_STARTED",
     "PARENT_RUN",
     "POSITIONS",
     "POSITIONS_LEDGER",
@@ -143,8 +147,16 @@ BOTTLENECK_FIGURES = "kgbench.bottleneck_figures"
 BOTTLENECK_KNOB = "kgbench.bottleneck_knob"
 GPU_METRICS_ABSENT = "kgbench.gpu_metrics_absent"
 MFU_ABSENT = "kgbench.mfu_absent"
-STATUS = "kgbench.status"  # ok | failed
+STATUS = "kgbench.status"  # ok | failed | killed (stopped by a signal, or its process found gone: track.reaper)
 FAILURE_REASON = "kgbench.failure_reason"
+# the process that runs a run (a sweep's parent, a job): when it is found gone while the run is RUNNING, the run is
+# marked KILLED (kgbench.track.reaper)
+OWNER_HOST = "kgbench.owner_host"
+OWNER_PID = "kgbench.owner_pid"
+OWNER_STARTED = "kgbench.owner_started"  # its process start time (epoch s): a reused pid is not the owner
+# what went wrong in a job's target while it was measured (an engine restart, kgserve gone): the job is never
+# promoted (kgbench.decide.selection), its figures stay for the record
+FAULTS = "kgbench.faults"
 LADDER_STOP = "kgbench.ladder_stop"
 UNSTABLE = "kgbench.unstable"
 INVALID = "kgbench.invalid"

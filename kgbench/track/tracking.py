@@ -27,6 +27,7 @@ from kgbench.load.ladder import knee
 from kgbench.load.types import LevelSummary, LoadResult
 from kgbench.track.mlflow_ui import label_experiment
 from kgbench.track.plots import write_plots
+from kgbench.track.reaper import mark_killed, owner_tags
 from kgbench.track.schema import (
     FAILURE_REASON,
     GIT_COMMIT,
@@ -163,6 +164,7 @@ def create_sweep_run(
             HYDRA_OVERRIDES: overrides,
             HOST: host_name(),
             GIT_COMMIT: git_commit(),
+            **owner_tags(),  # a sweep killed with SIGKILL is found by its gone owner (kgbench.track.reaper)
             **(tags or {}),
         },
     )
@@ -199,7 +201,7 @@ class JobRun:
         parent_run_id: str | None,
         tags: Mapping[str, str],
     ) -> JobRun:
-        all_tags = {ROLE: ROLE_JOB, PROMOTED: flag(False), **tags}
+        all_tags = {ROLE: ROLE_JOB, PROMOTED: flag(False), **owner_tags(), **tags}
         if sweep_id:
             all_tags[SWEEP_ID] = sweep_id
         if parent_run_id:
@@ -240,6 +242,10 @@ class JobRun:
         self.set_tags(tags)
         finish_run(self.client, self.run_id, ok)
 
+    def kill(self, reason: str) -> None:
+        """End the run as KILLED: stopped before its end (a signal), the reason in kgbench.failure_reason."""
+        mark_killed(self.client, self.run_id, reason)
+
 
 def turn_metrics(level: LevelSummary) -> dict[str, float]:
     """The headline level's figures in analysed turns (every traffic kind; distinct: one turn a request), and per
@@ -279,6 +285,10 @@ def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], jo
             goodput_concurrency=good.concurrency,
             slo_ms=good.slo_ms,
         )
+    # every level's errors, not only the headline's: an engine crash in the first level must not hide behind a
+    # clean second one (promote refuses a run with any: kgbench.decide.selection)
+    metrics["errors_all_levels"] = sum(level.errors for level in result.levels)
+    metrics["timeouts_all_levels"] = sum(level.timeouts for level in result.levels)
     metrics["knee_concurrency"] = knee(result.levels)
     metrics["turns_total"] = result.turns_total
     metrics["visits_total"] = result.visits_total
@@ -288,7 +298,7 @@ def log_load_result(run: JobRun, result: LoadResult, extra: dict[str, float], jo
     run.log_metrics(metrics)
     points: list[tuple[str, Any, int]] = []
     for level in result.levels:
-        for name in ("req_per_s", "turns_per_s", "p50_ms", "p99_ms", "error_rate", "goodput_per_s"):
+        for name in ("req_per_s", "turns_per_s", "p50_ms", "p99_ms", "error_rate", "errors", "goodput_per_s"):
             points.append((f"level_{name}", getattr(level, name), level.concurrency))
         points.append(("level_req_per_s_ci_low", level.req_per_s_low, level.concurrency))
         points.append(("level_req_per_s_ci_high", level.req_per_s_high, level.concurrency))

@@ -25,6 +25,12 @@ def test_highest_throughput_wins_ties_by_p99() -> None:
     [
         (c("x", 99, errors=1.0), "1 errors"),
         (c("x", 99, timeouts=2.0), "2 timeouts"),
+        (c("x", 99, errors_all_levels=31.0), "31 errors over all levels (none at the headline level)"),
+        (c("x", 99, timeouts_all_levels=2.0), "2 timeouts over all levels (none at the headline level)"),
+        (
+            c("x", 99, faults="engine[0] ended 1 time(s) during the measurement and was restarted (why)"),
+            "faulted while measured (engine[0] ended 1 time(s) during the measurement and was restarted (why))",
+        ),
         (c("x", 99, status="FAILED"), "status FAILED"),
         (c("x", 99, failed=True), "kgbench.status failed"),
         (c("x", 99, unstable=True), "unstable"),
