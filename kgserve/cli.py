@@ -31,6 +31,7 @@ from kgserve.logformat import LineHandler, listening_line
 from kgserve.preflight import startup_problems
 from kgserve.procs.malloc import tune_malloc
 from kgserve.procs.workers import parse_worker, supervise, worker_settings
+from kgserve.servedcfg import check_pair
 from kgserve.settings import ConfigError, Settings, load_settings
 from kgserve.ws.wsguard import guarded_websocket
 
@@ -208,6 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     problems = startup_problems(settings)
     if problems:
         print(_problem_paragraph(settings, problems), file=sys.stderr)
+        return EXIT_STARTUP
+    try:
+        check_pair(settings)  # config.yaml and the cfg from one promote, or refused naming both
+    except ConfigError as exc:
+        print(f"kgserve: {exc}", file=sys.stderr)
         return EXIT_STARTUP
     from kgserve.auth import exposure_warning, token_from_env
 

@@ -7,6 +7,7 @@ naming the key and the file. Relative paths in the file are resolved against the
 from __future__ import annotations
 
 import ipaddress
+import re
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -43,6 +44,33 @@ class ConfigError(Exception):
     """A configuration file that cannot be used; the message names the key and the file."""
 
 
+# a value a shell or the environment reads is validated for what it is and never evaluated (issue 44): an
+# environment variable's name, a host name or address
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HOST_NAME_RE = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+def env_name(value: str | None) -> str | None:
+    """An environment variable's name as configured, or ValueError (pydantic names the key)."""
+    if value is not None and not _ENV_NAME_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+    return value
+
+
+def host_value(value: str) -> str:
+    """A host kgserve may bind: an IP address or a DNS name, nothing a shell could read otherwise."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    if not _HOST_NAME_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not an IP address or a host name")
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -65,6 +93,16 @@ class ServerSettings(_Strict):
     # proxies (addresses or CIDR networks) whose X-Forwarded-For names the client (kgserve.admission.proxies);
     # empty: every client is its TCP peer's address, the header is ignored
     trusted_proxies: list[str] = []
+
+    @field_validator("auth_token_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        return env_name(value)
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return host_value(value)
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -111,6 +149,10 @@ class EngineSettings(_Strict):
     # many seconds for a thread (a search that short itself, or another running search ending that soon). 0: never
     lend_bound_s: float = Field(2.0, ge=0)
     backends: dict[str, BackendSettings]
+    # which promoted cfg this config belongs with (kgbench.promote writes both; kgserve.runtime_pair checks them at
+    # start): the run the cfg came from and the sha256 of the cfg file. None: a hand-made runtime, not checked
+    cfg_run_id: str | None = None
+    cfg_sha256: str | None = Field(None, pattern=_SHA256_RE.pattern)
 
     @field_validator("backends")
     @classmethod
@@ -194,6 +236,11 @@ class PrioritySettings(_Strict):
     # default: with it a client's own later query no longer overtakes its own backlog (KaTrain's node in view),
     # which a one-person or KaTrain server needs; turn it on for a server shared by many batch clients
     fairness: bool = False
+
+    @field_validator("interactive_token_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        return env_name(value)
 
 
 class ReleaseNetwork(_Strict):
