@@ -31,9 +31,9 @@ CFG = "maxVisits = 500\nnumAnalysisThreads = 2\n"
 CFG_PARAMS = {"katago.maxVisits": "500", "katago.numAnalysisThreads": "2"}
 
 
-def _sim_job(store: Store, sweep: str, name: str, rps: float = 9.0, **extra_tags: str) -> str:
+def _sim_job(store: Store, sweep: str, name: str, rps: float = 9.0, extra_tags: dict[str, str] | None = None) -> str:
     store.sweep(sweep)
-    tags = {**SIM_TAGS, **extra_tags}
+    tags = {**SIM_TAGS, **(extra_tags or {})}
     return store.job(sweep, name, backend="sim", metrics={**OK, "req_per_s": rps}, tags=tags, cfg=CFG,
                      params=CFG_PARAMS)  # fmt: skip
 
@@ -105,7 +105,7 @@ def test_the_katago_a_runtime_runs_is_checked_and_named(store: Store, tmp_path: 
     katago = tmp_path / "katago"
     katago.write_text(STUB_KATAGO)
     katago.chmod(0o755)
-    run = _sim_job(store, "s1", "sim", **{ENGINE_BINARY: str(katago)})
+    run = _sim_job(store, "s1", "sim", extra_tags={ENGINE_BINARY: str(katago)})
     done = _promote(store, config, tmp_path / "scratch", run)
     assert done.returncode == 0, done.stderr
     digest = hashlib.sha256(katago.read_bytes()).hexdigest()
