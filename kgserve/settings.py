@@ -60,6 +60,13 @@ def env_name(value: str | None) -> str | None:
     return value
 
 
+def file_name(value: str) -> str:
+    """A file name from the config that a script writes under its folder: no folder in it, not `.` or `..`."""
+    if not value or "/" in value or "\\" in value or value in (".", "..") or "\0" in value:
+        raise ValueError(f"{value!r} is not a plain file name (no '/', not '.' or '..')")
+    return value
+
+
 def host_value(value: str) -> str:
     """A host kgserve may bind: an IP address or a DNS name, nothing a shell could read otherwise."""
     try:
@@ -249,6 +256,11 @@ class ReleaseNetwork(_Strict):
     sha256: str | None = None  # null: runtime/fetch_katago.sh records it after the first download
     size_bytes: int | None = Field(None, ge=1)  # published size, a cheap sanity check before hashing
 
+    @field_validator("name")
+    @classmethod
+    def _file_name(cls, value: str) -> str:
+        return file_name(value)  # fetch_katago.sh writes runtime/models/<name>: never a path out of it
+
 
 class ReleaseSettings(_Strict):
     """The pinned KataGo release (one version for every backend) and the pinned network."""
@@ -268,6 +280,8 @@ class ReleaseSettings(_Strict):
         unknown = sorted(set(value) - set(BACKEND_NAMES))
         if unknown:
             raise ValueError(f"unknown backend(s) {unknown}; expected some of {list(BACKEND_NAMES)}")
+        for name in value.values():
+            file_name(name)  # fetch_katago.sh writes runtime/bin/<backend>/<asset>
         return value
 
     def asset_url(self, backend: str) -> str:
