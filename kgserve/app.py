@@ -99,12 +99,12 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     # every engine, first start or restart, runs kgserve's own copy of the cfg it checked now: a cfg promoted into the
     # runtime later is taken by a restart of kgserve, never by an engine's restart behind its back
     kept = KeptCfg.take(settings) if settings.engine.cfg.is_file() else None
-    source = settings.engine.cfg
+    configured = settings  # what /openapi.json's examples show: the config's own paths
     settings = kept.settings if kept is not None else settings
     admission = Admission(settings.limits)
     admission.budget.on_idle = _trim_soon  # a burst of big requests over: its memory back to the system
     ctx = ServeContext(settings=settings, admission=admission, cfg_visits=cfg_max_visits(settings.engine.cfg))
-    ctx.cfg_source = str(source)
+    ctx.cfg_source = str(configured.engine.cfg)
     ctx.cfg_served = kept.as_dict() if kept is not None else {}
     metrics = Metrics(
         status=lambda: ctx.pool.status() if ctx.pool is not None else None,
@@ -116,8 +116,8 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         provenance = read_provenance(settings.engine.cfg)
         if kept is not None:
-            log.info("serving the cfg %s (sha256 %s), kept as %s until kgserve stops", source, kept.sha256[:12],
-                     kept.path)  # fmt: skip
+            log.info("serving the cfg %s (sha256 %s), kept as %s until kgserve stops", kept.source,
+                     kept.sha256[:12], kept.path)  # fmt: skip
         if provenance is not None:
             log.info("%s", provenance.summary())
             warning = provenance.warning()
@@ -146,7 +146,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     app.state.auth = auth
     app.include_router(router)
     if settings.server.docs:
-        app.router.routes.extend(docs_routes(settings, auth=token is not None))
+        app.router.routes.extend(docs_routes(configured, auth=token is not None))
     if settings.websocket.enabled:
         install_redactor()  # uvicorn logs the handshake's query string, which may hold the token
         app.add_api_websocket_route(settings.websocket.path, websocket_endpoint)

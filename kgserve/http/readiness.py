@@ -55,7 +55,7 @@ def readiness(ctx: ServeContext, *, detailed: bool = True) -> tuple[bool, dict[s
         "throughput_test": settings.engine.throughput_test,
         "cfg": ctx.cfg_source or str(settings.engine.cfg),
         # what every engine runs, first start and restarts: kgserve's copy of the cfg as it started (servedcfg)
-        **ctx.cfg_served,
+        **{key: ctx.cfg_served.get(key) for key in ("cfg_sha256", "cfg_run_id", "cfg_kept")},
         "provenance": ctx.provenance,
         "engines": engines,
     }
