@@ -4,8 +4,11 @@ is replaced while it runs and whose engine is then killed."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,10 +18,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from kgbench.decide import promote as promote_mod
 from kgbench.decide.promote import PAUSE_ENV
 from kgbench.track.schema import ENGINE_BINARY, ENGINE_MODEL, SERVING_CHANGES
 from kgserve.provenance import read_provenance
-from kgserve.settings import load_settings
+from kgserve.settings import ConfigError, load_settings
 from tests.conftest import REPO, kgserve_ready
 from tests.helpers.kgbench_runs import STUB_KATAGO, runtime_config_copy
 from tests.helpers.processes import wait_for
@@ -48,8 +52,12 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _promote(store: Store, config: Path, runtime: Path, run_id: str) -> subprocess.CompletedProcess[str]:
+    """promote in this process (its MLflow import paid once): exit status and output as a subprocess's."""
     argv = _promote_argv(store, config, runtime, run_id)
-    return subprocess.run(argv, env=_env(), capture_output=True, text=True, timeout=180, check=False)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = promote_mod.main(argv[3:])
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
 def _artifact(store: Store, run_id: str, name: str) -> Path:
@@ -222,11 +230,22 @@ def test_a_running_kgserve_restarts_its_engine_on_the_cfg_it_started_with(store:
     assert not kept.parent.exists()  # its copy goes with it
 
 
-@pytest.mark.parametrize("name", ["T[$(touch /tmp/x)]", "a b", "1TOKEN"])
-def test_an_env_variable_name_from_the_config_is_validated(tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(
+    ("section", "key", "value", "said"),
+    [
+        ("server", "auth_token_env", "T[$(touch /tmp/x)]", "is not an environment variable name"),
+        ("server", "auth_token_env", "a b", "is not an environment variable name"),
+        ("priority", "interactive_token_env", "1TOKEN", "is not an environment variable name"),
+        ("server", "host", "127.0.0.1;touch x", "is not an IP address or a host name"),
+        ("server", "host", "$(hostname)", "is not an IP address or a host name"),
+    ],
+)
+def test_a_value_a_shell_or_the_environment_reads_is_validated(
+    tmp_path: Path, section: str, key: str, value: str, said: str
+) -> None:
     config = runtime_config_copy(tmp_path)
     data = yaml.safe_load(config.read_text())
-    data["server"]["auth_token_env"] = name
+    data.setdefault(section, {})[key] = value
     config.write_text(yaml.safe_dump(data))
-    with pytest.raises(Exception, match="is not an environment variable name"):
+    with pytest.raises(ConfigError, match=re.escape(said)):
         load_settings(config)
