@@ -9,8 +9,9 @@ from __future__ import annotations
 import ipaddress
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -156,10 +157,12 @@ class EngineSettings(_Strict):
     # many seconds for a thread (a search that short itself, or another running search ending that soon). 0: never
     lend_bound_s: float = Field(2.0, ge=0)
     backends: dict[str, BackendSettings]
-    # which promoted cfg this config belongs with (kgbench.promote writes both; kgserve.runtime_pair checks them at
-    # start): the run the cfg came from and the sha256 of the cfg file. None: a hand-made runtime, not checked
-    cfg_run_id: str | None = None
-    cfg_sha256: str | None = Field(None, pattern=_SHA256_RE.pattern)
+    # which promoted cfg this config belongs with (kgbench.promote writes both; kgserve.servedcfg checks them at
+    # start): the run the cfg came from and the sha256 of the cfg file. None: a hand-made runtime, not checked. They
+    # belong to this file's engine.cfg only: a config derived with another cfg (a job's, a benchmark's) drops them
+    # (left out of model_dump, cleared by model_copy with another cfg)
+    cfg_run_id: str | None = Field(None, exclude=True)
+    cfg_sha256: str | None = Field(None, pattern=_SHA256_RE.pattern, exclude=True)
 
     @field_validator("backends")
     @classmethod
@@ -168,6 +171,12 @@ class EngineSettings(_Strict):
         if unknown:
             raise ValueError(f"unknown backend(s) {unknown}; expected some of {list(BACKEND_NAMES)}")
         return value
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy; one with another cfg and no tie of its own is tied to nothing (see cfg_sha256)."""
+        if update and "cfg" in update and "cfg_sha256" not in update:
+            update = {**update, "cfg_run_id": None, "cfg_sha256": None}
+        return super().model_copy(update=update, deep=deep)
 
     def backend_settings(self, name: str | None = None) -> BackendSettings:
         name = name or self.backend

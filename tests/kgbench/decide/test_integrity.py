@@ -249,3 +249,17 @@ def test_a_value_a_shell_or_the_environment_reads_is_validated(
     config.write_text(yaml.safe_dump(data))
     with pytest.raises(ConfigError, match=re.escape(said)):
         load_settings(config)
+
+
+def test_a_config_derived_with_another_cfg_is_tied_to_nothing(store: Store, tmp_path: Path) -> None:
+    """A job's or a benchmark's kgserve config is made from the runtime's with its own cfg: the runtime's tie must
+    not come along (kgserve would refuse every job after a promote in place)."""
+    config = runtime_config_copy(tmp_path)
+    runtime = tmp_path / "scratch"
+    assert _promote(store, config, runtime, _sim_job(store, "a", "a")).returncode == 0
+    tied = load_settings(runtime / "config.yaml")
+    assert tied.engine.cfg_sha256 is not None and tied.engine.cfg_run_id is not None
+    derived = tied.engine.model_copy(update={"cfg": tmp_path / "job.cfg"})
+    assert derived.cfg_sha256 is None and derived.cfg_run_id is None
+    assert "cfg_sha256" not in tied.model_dump(mode="json")["engine"]
+    assert tied.engine.model_copy(update={"processes": 2}).cfg_sha256 == tied.engine.cfg_sha256
