@@ -40,6 +40,7 @@ from kgserve.katago.cfg import cfg_max_visits
 from kgserve.metrics import Metrics
 from kgserve.procs.malloc import trim_malloc
 from kgserve.provenance import read_provenance
+from kgserve.servedcfg import KeptCfg
 from kgserve.settings import Settings, load_settings
 from kgserve.ws.websocket import websocket_endpoint
 
@@ -96,10 +97,17 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     """The app for `settings` (default: runtime/config.yaml, so `uvicorn --factory kgserve.app:create_app`
     works too). `pool_factory` replaces the engine pool (tests)."""
     settings = settings if settings is not None else load_settings()
+    # every engine, first start or restart, runs kgserve's own copy of the cfg it checked now: a cfg promoted into the
+    # runtime later is taken by a restart of kgserve, never by an engine's restart behind its back
+    kept = KeptCfg.take(settings) if settings.engine.cfg.is_file() else None
+    configured = settings  # what /openapi.json's examples show: the config's own paths
+    settings = kept.settings if kept is not None else settings
     admission = Admission(settings.limits)
     admission.budget.on_idle = _trim_soon  # a burst of big requests over: its memory back to the system
     admission.clients.on_drained = _trim_soon  # a burst of connections over (their read buffers) likewise
     ctx = ServeContext(settings=settings, admission=admission, cfg_visits=cfg_max_visits(settings.engine.cfg))
+    ctx.cfg_source = str(configured.engine.cfg)
+    ctx.cfg_served = kept.as_dict() if kept is not None else {}
     metrics = Metrics(
         status=lambda: ctx.pool.status() if ctx.pool is not None else None,
         inflight=lambda: admission.inflight,
@@ -110,6 +118,9 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         provenance = read_provenance(settings.engine.cfg)
+        if kept is not None:
+            log.info("serving the cfg %s (sha256 %s), kept as %s until kgserve stops", kept.source,
+                     kept.sha256[:12], kept.path)  # fmt: skip
         if provenance is not None:
             log.info("%s", provenance.summary())
             warning = provenance.warning()
@@ -122,7 +133,11 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
         try:
             yield
         finally:
-            await close_engines(ctx, settings.server.grace_period_s)
+            try:
+                await close_engines(ctx, settings.server.grace_period_s)
+            finally:
+                if kept is not None:
+                    kept.remove()
 
     app = KgserveApp(title="kgserve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     # no redirect from /analysis/ to /analysis: Starlette builds the Location from the client's Host header
@@ -134,7 +149,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     app.state.auth = auth
     app.include_router(router)
     if settings.server.docs:
-        app.router.routes.extend(docs_routes(settings, auth=token is not None))
+        app.router.routes.extend(docs_routes(configured, auth=token is not None))
     if settings.websocket.enabled:
         install_redactor()  # uvicorn logs the handshake's query string, which may hold the token
         app.add_api_websocket_route(settings.websocket.path, websocket_endpoint)

@@ -38,6 +38,7 @@ from kgserve.preflight import cfg_content_problems, startup_problems
 from kgserve.procs.malloc import tune_malloc
 from kgserve.procs.parent import take_parent_pid, watch_parent
 from kgserve.procs.workers import parse_worker, supervise, worker_settings
+from kgserve.servedcfg import check_pair
 from kgserve.settings import ConfigError, Settings, load_settings
 from kgserve.ws.wsguard import guarded_websocket
 
@@ -277,6 +278,11 @@ def main(argv: list[str] | None = None) -> int:
     problems = startup_problems(settings)
     if problems:
         print(_problem_paragraph(settings, problems), file=sys.stderr)
+        return EXIT_STARTUP
+    try:
+        check_pair(settings)  # config.yaml and the cfg from one promote, or refused naming both
+    except ConfigError as exc:
+        print(f"kgserve: {exc}", file=sys.stderr)
         return EXIT_STARTUP
     cfg_problems = cfg_content_problems(settings)
     if cfg_problems:

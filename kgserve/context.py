@@ -22,5 +22,7 @@ class ServeContext:
     pool: EngineClient | None = None
     cfg_visits: int | None = None  # the served cfg's maxVisits (None: it sets none)
     provenance: dict[str, Any] | None = None
+    cfg_source: str | None = None  # the cfg the config names (settings.engine.cfg is kgserve's copy of it)
+    cfg_served: dict[str, Any] = field(default_factory=dict)  # what the engines run (kgserve.servedcfg.KeptCfg)
     engines_closed: bool = False  # the pool's close has begun (kgserve.app.close_engines: once only)
     extra: dict[str, Any] = field(default_factory=dict)

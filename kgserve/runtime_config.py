@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -127,8 +129,27 @@ def pin_sha256(config_path: Path, key: str, digest: str) -> None:
         raise ConfigError(f"{config_path}:{line_no + 1}: cannot edit {key!r} in place")
     # quoted: an all-digit (or "1e5"-like) digest must stay a string in YAML
     lines[line_no] = f'{match.group(1)}"{digest}"{match.group(3)}{match.group(5)}'
-    config_path.write_text("".join(lines), encoding="utf-8")
-    load_settings(config_path)  # still valid
+    _replace_checked(config_path, "".join(lines))
+
+
+def _replace_checked(config_path: Path, text: str) -> None:
+    """Write `text` to a temporary file beside `config_path`, check it loads, then rename it over the config: a full
+    disk or a crash leaves the old file whole, never a truncated one."""
+    fd, name = tempfile.mkstemp(dir=config_path.parent, prefix=f".{config_path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(name, config_path.stat().st_mode & 0o7777)
+        load_settings(name)  # still valid (relative paths resolve in the same folder)
+        os.replace(name, config_path)
+    except OSError as exc:
+        Path(name).unlink(missing_ok=True)
+        raise ConfigError(f"cannot rewrite {config_path}: {exc.strerror or exc}; it is unchanged") from exc
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
 
 
 def main(argv: list[str] | None = None) -> int:

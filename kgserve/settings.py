@@ -7,9 +7,11 @@ naming the key and the file. Relative paths in the file are resolved against the
 from __future__ import annotations
 
 import ipaddress
+import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -43,6 +45,40 @@ class ConfigError(Exception):
     """A configuration file that cannot be used; the message names the key and the file."""
 
 
+# a value a shell or the environment reads is validated for what it is and never evaluated (issue 44): an
+# environment variable's name, a host name or address
+_ENV_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_HOST_NAME_RE = re.compile(
+    r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*"
+)
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+def env_name(value: str | None) -> str | None:
+    """An environment variable's name as configured, or ValueError (pydantic names the key)."""
+    if value is not None and not _ENV_NAME_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")
+    return value
+
+
+def file_name(value: str) -> str:
+    """A file name from the config that a script writes under its folder: no folder in it, not `.` or `..`."""
+    if not value or "/" in value or "\\" in value or value in (".", "..") or "\0" in value:
+        raise ValueError(f"{value!r} is not a plain file name (no '/', not '.' or '..')")
+    return value
+
+
+def host_value(value: str) -> str:
+    """A host kgserve may bind: an IP address or a DNS name, nothing a shell could read otherwise."""
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        pass
+    if not _HOST_NAME_RE.fullmatch(value):
+        raise ValueError(f"{value!r} is not an IP address or a host name")
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -65,6 +101,16 @@ class ServerSettings(_Strict):
     # proxies (addresses or CIDR networks) whose X-Forwarded-For names the client (kgserve.admission.proxies);
     # empty: every client is its TCP peer's address, the header is ignored
     trusted_proxies: list[str] = []
+
+    @field_validator("auth_token_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        return env_name(value)
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, value: str) -> str:
+        return host_value(value)
 
     @field_validator("trusted_proxies")
     @classmethod
@@ -118,6 +164,12 @@ class EngineSettings(_Strict):
     # many seconds for a thread (a search that short itself, or another running search ending that soon). 0: never
     lend_bound_s: float = Field(2.0, ge=0)
     backends: dict[str, BackendSettings]
+    # which promoted cfg this config belongs with (kgbench.promote writes both; kgserve.servedcfg checks them at
+    # start): the run the cfg came from and the sha256 of the cfg file. None: a hand-made runtime, not checked. They
+    # belong to this file's engine.cfg only: a config derived with another cfg (a job's, a benchmark's) drops them
+    # (left out of model_dump, cleared by model_copy with another cfg)
+    cfg_run_id: str | None = Field(None, exclude=True)
+    cfg_sha256: str | None = Field(None, pattern=_SHA256_RE.pattern, exclude=True)
 
     @field_validator("backends")
     @classmethod
@@ -126,6 +178,12 @@ class EngineSettings(_Strict):
         if unknown:
             raise ValueError(f"unknown backend(s) {unknown}; expected some of {list(BACKEND_NAMES)}")
         return value
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """A copy; one with another cfg and no tie of its own is tied to nothing (see cfg_sha256)."""
+        if update and "cfg" in update and "cfg_sha256" not in update:
+            update = {**update, "cfg_run_id": None, "cfg_sha256": None}
+        return super().model_copy(update=update, deep=deep)
 
     def backend_settings(self, name: str | None = None) -> BackendSettings:
         name = name or self.backend
@@ -208,12 +266,22 @@ class PrioritySettings(_Strict):
     # which a one-person or KaTrain server needs; turn it on for a server shared by many batch clients
     fairness: bool = False
 
+    @field_validator("interactive_token_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        return env_name(value)
+
 
 class ReleaseNetwork(_Strict):
     name: str  # file name under runtime/models/
     url: str
     sha256: str | None = None  # null: runtime/fetch_katago.sh records it after the first download
     size_bytes: int | None = Field(None, ge=1)  # published size, a cheap sanity check before hashing
+
+    @field_validator("name")
+    @classmethod
+    def _file_name(cls, value: str) -> str:
+        return file_name(value)  # fetch_katago.sh writes runtime/models/<name>: never a path out of it
 
 
 class ReleaseSettings(_Strict):
@@ -234,6 +302,8 @@ class ReleaseSettings(_Strict):
         unknown = sorted(set(value) - set(BACKEND_NAMES))
         if unknown:
             raise ValueError(f"unknown backend(s) {unknown}; expected some of {list(BACKEND_NAMES)}")
+        for name in value.values():
+            file_name(name)  # fetch_katago.sh writes runtime/bin/<backend>/<asset>
         return value
 
     def asset_url(self, backend: str) -> str:

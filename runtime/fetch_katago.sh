@@ -80,7 +80,7 @@ offline() {  # HOST DETAIL
 
 sha256_of() { sha256sum "$1" | cut -d' ' -f1; }
 
-# verify DEST KEY PINNED SIZE: size check, then sha256 against the pin, or record it in the config file.
+# verify DEST KEY PINNED SIZE: size check, kind check, then sha256 against the pin, or record it in the config file.
 verify() {
   local dest="$1" key="$2" pinned="$3" size="${4:-}" actual_size digest
   if [ -n "$size" ]; then
@@ -90,6 +90,7 @@ verify() {
       kg_die "$(basename "$dest") has $actual_size bytes, the published size is $size; moved it to $dest.bad"
     fi
   fi
+  check_kind "$dest"
   kg_log "sha256 $(basename "$dest") ..."
   digest="$(sha256_of "$dest")"
   if [ -n "$pinned" ]; then
@@ -103,6 +104,30 @@ verify() {
     kg_runtime_config pin "$key" "$digest"
     kg_log "sha256 recorded: $key = $digest in $KG_CONFIG (commit it to pin this file)"
   fi
+}
+
+# check_kind DEST: a zip must start as a zip, a .gz as gzip: an HTML page (a captive portal, an error page) is
+# refused before any sha256 is pinned, so the real file is not refused for good later
+check_kind() {
+  local dest="$1" want magic head
+  case "$dest" in
+    *.zip) want=zip; magic=504b0304 ;;
+    *.gz) want=gzip; magic=1f8b ;;
+    *) return 0 ;;
+  esac
+  head="$(od -An -tx1 -N4 "$dest" | tr -d ' \n')"
+  if [ "${head:0:${#magic}}" != "$magic" ]; then
+    mv -f "$dest" "$dest.bad"
+    kg_die "$(basename "$dest") is not a $want file (it starts with bytes $head$(head -c 16 "$dest.bad" | tr -c '[:print:]' '.' | sed 's/^/: "/; s/$/"/')): a login page or an error page instead of the download?
+  moved it to $dest.bad; nothing pinned"
+  fi
+}
+
+# plain_name VALUE WHAT: a name from the config is a file name, never a path out of its folder
+plain_name() {
+  case "$1" in
+    ""|.|..|*/*) kg_die "$2 '$1' in $KG_CONFIG is not a plain file name (no '/', not '.' or '..')" ;;
+  esac
 }
 
 fetch_file() {  # URL DEST KEY PINNED [SIZE]
@@ -144,6 +169,7 @@ fetch_backend() {  # BACKEND
   local backend="$1" asset_var="KG_RELEASE_ASSETS_${1^^}" url_var="KG_RELEASE_URL_${1^^}" sha_var="KG_RELEASE_SHA256_${1^^}"
   local asset="${!asset_var:-}" dir="$KG_PATHS_BIN_DIR/$1" stamp unpack appimage
   [ -n "$asset" ] || kg_die "no release.assets.$backend in $KG_CONFIG"
+  plain_name "$asset" "release.assets.$backend"
   fetch_file "${!url_var}" "$dir/$asset" "release.sha256.$backend" "${!sha_var:-}"
   stamp="$dir/.extracted"
   if [ "$force" -eq 0 ] && [ -x "$dir/katago" ] && [ -d "$dir/squashfs-root" ] \

@@ -8,11 +8,14 @@
 #   -o PATH              where to write the response: a file, or a folder for <stem>.jsonl
 #                        (default: assets/analysis/outputs/<stem>.jsonl)
 #   -y, --yes            overwrite an existing output without asking (otherwise it asks; default answer: no)
-#   --ready-timeout S    how long to wait for /readyz (default: the backend's startup_timeout_s + 30)
+#   --ready-timeout S    how long to wait for /readyz, whole seconds (default: the backend's startup_timeout_s + 30)
+#   --use-running        use a server already on the port even when its /readyz names another backend or model
+#                        than the configured one (or a simulated engine for a real one); without it: refused
 #   KGSERVE OPTIONS      passed to `python -m kgserve`: --backend NAME, --config PATH, --port N, --host H, ...
 #
 # Starts kgserve unless something already answers on the configured host and port (server.host/server.port
-# in runtime/config.yaml, or --host/--port), waits for /readyz with progress and a timeout, POSTs the file
+# in runtime/config.yaml, or --host/--port; a server there must serve the configured backend and model, or
+# --use-running), waits for /readyz with progress and a timeout, POSTs the file
 # to /analysis and prints the equivalent same-node curl command. A server this script started is stopped
 # when it exits (Ctrl-C included); a server it found running is left alone.
 set -euo pipefail
@@ -25,6 +28,7 @@ usage() { awk 'NR == 1 || /^#PBS/ { next } /^#/ { sub(/^# ?/, ""); print; next }
 output_opt=""
 assume_yes=0
 ready_timeout=""
+use_running=0
 input_arg=""
 passthrough=()
 port_override=""
@@ -36,6 +40,8 @@ while [ $# -gt 0 ]; do
     -o|--output) output_opt="${2:?-o needs a path}"; shift 2 ;;
     -y|--yes) assume_yes=1; shift ;;
     --ready-timeout) ready_timeout="${2:?--ready-timeout needs seconds}"; shift 2 ;;
+    --ready-timeout=*) ready_timeout="${1#*=}"; shift ;;
+    --use-running) use_running=1; shift ;;
     --config) KG_CONFIG="${2:?--config needs a path}"; shift 2 ;;
     --port) port_override="${2:?--port needs a number}"; passthrough+=("$1" "$2"); shift 2 ;;
     --host) host_override="${2:?--host needs a host}"; passthrough+=("$1" "$2"); shift 2 ;;
@@ -48,6 +54,16 @@ while [ $# -gt 0 ]; do
     *) [ -z "$input_arg" ] || kg_die "one INPUT at most (got '$input_arg' and '$1')"; input_arg="$1"; shift ;;
   esac
 done
+# numbers are checked before anything starts: `--ready-timeout 5s` is refused, not compared every second
+if [ -n "$ready_timeout" ] && ! [[ "$ready_timeout" =~ ^[0-9]+$ ]]; then
+  kg_die "--ready-timeout takes whole seconds (e.g. --ready-timeout 300), not '$ready_timeout'"
+fi
+if [ -n "$port_override" ] && ! [[ "$port_override" =~ ^[0-9]+$ && "$port_override" -le 65535 ]]; then
+  kg_die "--port takes a port number (0-65535), not '$port_override'"
+fi
+if [ -n "$backend_override" ] && ! [[ "$backend_override" =~ ^[a-z]+$ ]]; then
+  kg_die "--backend takes a backend name (cuda, trt, eigen, sim), not '$backend_override'"
+fi
 if [ -n "${KG_CONFIG:-}" ]; then KG_CONFIG="$(cd "$(dirname "$KG_CONFIG")" && pwd)/$(basename "$KG_CONFIG")"; fi
 kg_load_config
 
@@ -55,16 +71,20 @@ port="${port_override:-$KG_SERVER_PORT}"
 host="${host_override:-$KG_SERVER_HOST}"
 case "$host" in 0.0.0.0|"::"|"") host=127.0.0.1 ;; esac
 backend="${backend_override:-$KG_ENGINE_BACKEND}"
+# no indirect expansion (${!name}) of any text from the config: bash evaluates a subscript in such a name
+# (`T[$(cmd)]`), so values are looked up by key, and the token's variable read with printenv
 if [ -z "$ready_timeout" ]; then
-  timeout_var="KG_ENGINE_BACKENDS_${backend^^}_STARTUP_TIMEOUT_S"
-  ready_timeout="$(printf '%.0f' "${!timeout_var:-300}")"
-  ready_timeout=$((ready_timeout + 30))
+  startup_s="$(kg_runtime_config get "engine.backends.$backend.startup_timeout_s" 2>/dev/null || echo 300)"
+  ready_timeout=$(( $(printf '%.0f' "$startup_s") + 30 ))
 fi
 inputs_dir="$KG_REPO/assets/analysis/inputs"
 outputs_dir="$KG_REPO/assets/analysis/outputs"
 auth=()
-if [ -n "$KG_SERVER_AUTH_TOKEN_ENV" ] && [ -n "${!KG_SERVER_AUTH_TOKEN_ENV:-}" ]; then
-  auth=(-H "Authorization: Bearer ${!KG_SERVER_AUTH_TOKEN_ENV}")
+if [ -n "$KG_SERVER_AUTH_TOKEN_ENV" ]; then
+  [[ "$KG_SERVER_AUTH_TOKEN_ENV" =~ ^[A-Za-z_][A-Za-z0-9_]*$ ]] \
+    || kg_die "server.auth_token_env must name an environment variable, not '$KG_SERVER_AUTH_TOKEN_ENV'"
+  token="$(printenv -- "$KG_SERVER_AUTH_TOKEN_ENV" || true)"
+  [ -z "$token" ] || auth=(-H "Authorization: Bearer $token")
 fi
 command -v curl >/dev/null 2>&1 || kg_die "curl is needed (apt-get install curl)"
 
@@ -154,6 +174,27 @@ while :; do
 done
 [ -t 2 ] && printf '\r\033[K' >&2
 kg_log "ready after $((SECONDS - start_s))s: $base_url"
+
+# a server this script did not start must be the configured one: a simulated kgserve left on the port would
+# otherwise answer for the real engine (its output written as if the engine's)
+if [ -z "$server_pid" ]; then
+  served="$(printf '%s' "${body%$'\n'*}" | "$KG_PY" -c '
+import json, sys
+try:
+    doc = json.load(sys.stdin)
+except ValueError:
+    doc = {}
+print(doc.get("backend"), "simulated" if doc.get("simulated") else "real", doc.get("model"), sep="\t")')"
+  IFS=$'\t' read -r their_backend their_kind their_model <<<"$served"
+  want_model="$(kg_runtime_config get "engine.backends.$backend.model" 2>/dev/null || true)"
+  [ -n "$want_model" ] || want_model="$KG_ENGINE_MODEL"
+  want_kind=real; [ "$backend" != sim ] || want_kind=simulated
+  if [ "$their_backend" != "$backend" ] || [ "$their_kind" != "$want_kind" ] || [ "$their_model" != "$want_model" ]; then
+    mismatch="the server already on $base_url serves $their_backend ($their_kind) with $their_model, not the configured $backend ($want_kind) with $want_model"
+    [ "$use_running" -eq 1 ] || kg_die "$mismatch: stop it, pick another --port, or pass --use-running to use it anyway"
+    kg_log "warning: $mismatch (--use-running: using it)"
+  fi
+fi
 
 # ---------------------------------------------------------------- one analysis
 resolve_input() {  # NAME -> prints a path, or fails

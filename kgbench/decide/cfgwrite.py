@@ -1,19 +1,57 @@
-"""Writing what promote decided: atomic file replacement, the engine.backend and engine.processes lines of
-runtime/config.yaml (every comment and every other byte kept), and a unified diff for the terminal. Pure text functions
-plus one atomic write; no MLflow here."""
+"""Writing what promote decided: atomic file replacement under the runtime's lock, the engine.backend and
+engine.processes lines of runtime/config.yaml (every comment and every other byte kept), and a unified diff for the
+terminal. Pure text functions plus one atomic write; no MLflow here."""
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import fcntl
+import json
 import os
 import re
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["atomic_write_text", "set_engine_backend", "set_engine_value", "unified_diff"]
+__all__ = ["LOCK_NAME", "RuntimeBusy", "atomic_write_text", "runtime_lock", "set_engine_backend", "set_engine_value",
+           "unified_diff"]  # fmt: skip
+
+LOCK_NAME = ".promote.lock"  # in the runtime's folder: one promote at a time writes its files
+_LOCK_POLL_S = 0.2
+
+
+class RuntimeBusy(Exception):
+    """Another promote held the runtime's lock for longer than this one would wait."""
+
+
+@contextlib.contextmanager
+def runtime_lock(directory: Path, wait_s: float) -> Iterator[None]:
+    """Hold an exclusive lock (fcntl.flock) on DIRECTORY/.promote.lock; wait up to `wait_s` for another promote to
+    finish, then RuntimeBusy. The kernel drops the lock when its holder dies, killed or not: no stale lock."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise RuntimeBusy(
+                        f"another promote is writing {directory} (it holds {directory / LOCK_NAME}); waited "
+                        f"{wait_s:g} s: nothing written"
+                    ) from None
+                time.sleep(_LOCK_POLL_S)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
 
 _TOP_KEY_RE = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:(?P<rest>.*)$")
 _BACKEND_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -58,6 +96,13 @@ def set_engine_backend(text: str, backend: str) -> str:
     return set_engine_value(text, "backend", backend)
 
 
+def _scalar(value: str | int) -> str:
+    """The YAML text of a value: a string YAML would read as something else (digits, `true`) quoted."""
+    if isinstance(value, str) and yaml.safe_load(value) != value:
+        return json.dumps(value)
+    return str(value)
+
+
 def set_engine_value(text: str, key: str, value: str | int) -> str:
     """Return config.yaml text with `engine.<key>` set to `value` (a name or a number). Only that line changes
     (comments, spacing and key order stay byte for byte); a key the engine mapping lacks is added under its
@@ -87,7 +132,7 @@ def set_engine_value(text: str, key: str, value: str | int) -> str:
         lines[found[key]] = _with_value(lines[found[key]], key, value)
     elif "backend" in found and child_indent is not None:
         eol = "\r\n" if lines[found["backend"]].endswith("\r\n") else "\n"
-        lines.insert(found["backend"] + 1, f"{' ' * child_indent}{key}: {value}{eol}")
+        lines.insert(found["backend"] + 1, f"{' ' * child_indent}{key}: {_scalar(value)}{eol}")
     else:
         where = "" if key == "backend" else " (nor a `backend:` line to add it under)"
         raise ValueError(f"no `{key}:` key directly under `engine:`{where} in the configuration")
@@ -109,7 +154,7 @@ def _with_value(line: str, key: str, value: str | int) -> str:
     head = match.group("head")
     if not head.endswith((" ", "\t")):
         head += " "
-    return head + str(value) + tail + match.group("eol")
+    return head + _scalar(value) + tail + match.group("eol")
 
 
 def _check_only_key_changed(old: str, new: str, key: str, value: str | int) -> None:

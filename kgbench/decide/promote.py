@@ -35,9 +35,10 @@ Exit status: 0 promoted (or dry run), 1 nothing eligible / refused, 2 bad config
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
-import tempfile
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,7 +47,15 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from kgbench.decide import runs as runlib
-from kgbench.decide.cfgwrite import atomic_write_text, set_engine_backend, set_engine_value, unified_diff
+from kgbench.decide.cfgwrite import (
+    RuntimeBusy,
+    atomic_write_text,
+    runtime_lock,
+    set_engine_backend,
+    set_engine_value,
+    unified_diff,
+)
+from kgbench.decide.integrity import IntegrityError, Measured, checked_binary, measured_record
 from kgbench.decide.runtimes import CrossRuntime, RuntimeChoice, choose_runs, shown_path
 from kgbench.decide.scratch import CONFIG_NAME, DEFAULT_SCRATCH_DIR, ScratchRuntime, scratch_runtime, serve_command
 from kgbench.decide.selection import (
@@ -61,10 +70,9 @@ from kgbench.decide.selection import (
 from kgbench.decide.served import MeasuredServing, measured_serving, served_clause, served_of_text
 from kgbench.decide.verdict import verdict_line
 from kgbench.decide.verify import VerifyError, verify, verify_command
+from kgbench.track.record import text_sha256
 from kgbench.track.runtime_id import this_machine
 from kgbench.track.schema import (
-    ENGINE_BINARY,
-    ENGINE_MODEL,
     GIT_COMMIT,
     KATAGO_VERSION,
     MODEL_FILE,
@@ -77,11 +85,14 @@ from kgbench.track.schema import (
     SWEEP_ID,
 )
 from kgserve.provenance import render_header, split_header
+from kgserve.servedcfg import check_pair
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_settings
 
 __all__ = ["PromoteError", "build_header_fields", "main", "promote"]
 
-CFG_ARTIFACT = "katago.cfg"
+# a test's hook: sleep this many seconds between the cfg's write and config.yaml's (tests kill promote there)
+PAUSE_ENV = "KGBENCH_TEST_PAUSE_BETWEEN_WRITES"
+LOCK_WAIT_S = 120.0  # how long a promote waits for another one writing the same runtime
 SYNTHETIC_WARNING = (
     "SYNTHETIC NET: this cfg won a sweep of a net with random weights (kgbench.nets synth). Its throughput is the "
     "real architecture's; its analyses are noise: serve it only as a throughput test"
@@ -133,15 +144,6 @@ def build_header_fields(
         }
     )
     return fields
-
-
-def _download_cfg(client: MlflowClient, run_id: str) -> str:
-    with tempfile.TemporaryDirectory(prefix="kgbench-promote-") as tmp:
-        try:
-            local = client.download_artifacts(run_id, CFG_ARTIFACT, tmp)
-        except Exception as exc:  # MlflowException / OSError: the artifact is missing
-            raise PromoteError(f"run {run_id} has no {CFG_ARTIFACT} artifact to promote: {exc}") from exc
-        return Path(local).read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,11 +224,17 @@ def _retag_scratch(client: MlflowClient, winner: Run, config_path: Path) -> None
 def _write_both(
     cfg_path: Path, old_cfg: str, new_cfg: str, config_path: Path, old_config: str, new_config: str
 ) -> None:
-    """The cfg, then config.yaml; if the second write fails the first is undone (both or neither)."""
+    """The cfg, then config.yaml; if the second write fails the first is undone (both or neither). A crash between
+    the two leaves a pair kgserve refuses (config.yaml names the cfg it was written with: kgserve.servedcfg)."""
     try:
         atomic_write_text(cfg_path, new_cfg)
     except OSError as exc:
         raise PromoteError(f"cannot write {cfg_path}: {exc}; nothing changed") from exc
+    pause = os.environ.get(PAUSE_ENV)
+    if pause:
+        print(f"kgbench-promote: {cfg_path} written, pausing {pause} s before {config_path}", file=sys.stderr,
+              flush=True)  # fmt: skip
+        time.sleep(float(pause))
     if new_config == old_config:
         return
     try:
@@ -280,17 +288,44 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     elif winner.synthetic:
         print(f"!!! {SYNTHETIC_WARNING} !!!", file=sys.stderr)
 
-    _, body = split_header(_download_cfg(client, winner.run_id))
+    # what the job recorded at measure time, checked against its params: never a tag (kgbench.decide.integrity)
+    try:
+        recorded = measured_record(client, run)
+    except IntegrityError as exc:
+        raise PromoteError(str(exc)) from exc
+    _, body = split_header(recorded.cfg_text)
     new_cfg = render_header(build_header_fields(run, winner, sweep_id, args.slo_p99_ms, _rule(args)), body)
-    measured = measured_serving(run)
-    target = _target(args, settings, winner, run, chosen.runs.scratch, measured)
+    tie = (run.info.run_id, text_sha256(new_cfg))
+    measured = measured_serving(run, recorded.record.serving_changes)
+    target = _target(args, settings, winner, chosen.runs.scratch, measured, recorded, tie)
+    # one promote at a time reads and writes a runtime's two files (a dry run writes nothing: no lock)
+    lock = contextlib.nullcontext() if args.dry_run else runtime_lock(target.config_path.parent, LOCK_WAIT_S)
+    with lock:
+        return _write_runtime(args, client, run, selection, target, new_cfg, measured, settings, tie)
+
+
+def _write_runtime(
+    args: argparse.Namespace,
+    client: MlflowClient,
+    run: Run,
+    selection: Selection,
+    target: _Target,
+    new_cfg: str,
+    measured: MeasuredServing,
+    settings: Settings,
+    tie: tuple[str, str],
+) -> int:
+    winner = selection.winner
+    assert winner is not None
     cfg_path, config_path = target.cfg_path, target.config_path
     old_cfg = cfg_path.read_text(encoding="utf-8") if cfg_path.exists() else ""
     old_config = config_path.read_text(encoding="utf-8") if config_path.exists() else ""
     if target.scratch is not None:
         new_config = target.scratch.config_text
     else:
-        new_config = _in_place(old_config, config_path, winner.backend, settings, measured.engines(run.data.params))
+        new_config = _in_place(
+            old_config, config_path, winner.backend, settings, measured.engines(run.data.params), tie
+        )
     serving = served_clause(served_of_text(new_config), measured)
     if args.diff:
         print(unified_diff(old_cfg, new_cfg, f"{cfg_path} (before)", f"{cfg_path} (promoted)") or "cfg unchanged")
@@ -315,16 +350,22 @@ def promote(args: argparse.Namespace, settings: Settings, client: MlflowClient) 
     serve = serve_command(config_path) if explicit else "python -m kgserve"
     untagged = f"; run(s) {', '.join(p[:8] for p in previous)} no longer promoted" if previous else ""
     verify = verify_command(config_path if explicit else None)
-    print(f"wrote {where}{untagged}; {serving}; serve it with: {serve}; check it with: {verify}")
+    engine = f"; engine {target.engine}" if target.engine else ""
+    print(f"wrote {where}{untagged}; {serving}{engine}; serve it with: {serve}; check it with: {verify}")
     return 0
 
 
-def _in_place(text: str, config_path: Path, backend: str, settings: Settings, engines: int | None) -> str:
-    """The runtime config with the winner's backend and, when it measured another count, engine processes."""
+def _in_place(
+    text: str, config_path: Path, backend: str, settings: Settings, engines: int | None, tie: tuple[str, str]
+) -> str:
+    """The runtime config with the winner's backend, engine processes when it measured another count, and the
+    run and sha256 of the cfg written with it (kgserve refuses the pair when they differ: kgserve.servedcfg)."""
     try:
         text = set_engine_backend(text, backend)
         if engines is not None and engines != settings.engine.processes:
             text = set_engine_value(text, "processes", engines)
+        text = set_engine_value(text, "cfg_sha256", tie[1])
+        text = set_engine_value(text, "cfg_run_id", tie[0])  # added under backend: above the sha256
     except ValueError as exc:
         raise PromoteError(f"cannot edit {config_path}: {exc}") from exc
     return text
@@ -336,6 +377,7 @@ class _Target:
     config_path: Path
     scratch: ScratchRuntime | None  # None: the config file given (or runtime/config.yaml) and its cfg
     why: str = ""  # why a scratch runtime
+    engine: str = ""  # the KataGo the job ran, written into the scratch runtime and checked ("": the config's)
 
 
 def _where(target: _Target, backend: str) -> str:
@@ -349,26 +391,38 @@ def _target(
     args: argparse.Namespace,
     settings: Settings,
     winner: Candidate,
-    run: Run,
     scratch: str | None,
     measured: MeasuredServing,
+    recorded: Measured,
+    tie: tuple[str, str],
 ) -> _Target:
     """Where the promotion is written: a scratch runtime (`scratch` says why; a synthetic net's winner always goes
-    to one), with the KataGo and model the run named on the command line; else the runtime config itself (edited in
-    place) and its cfg."""
+    to one), with the KataGo and model the job recorded having run (the KataGo checked: the file it measured, and it
+    runs); else the runtime config itself (edited in place) and its cfg."""
     why = scratch or ("a synthetic net's winner never goes into a runtime config in place" if winner.synthetic else "")
+    record = recorded.record
     if why:
-        tags = run.data.tags
+        try:
+            engine = checked_binary(record) if record.engine_binary else ""
+        except IntegrityError as exc:
+            raise PromoteError(str(exc)) from exc
         folder = scratch_runtime(
             settings,
             winner.backend,
             args.runtime_dir,
             throughput_test=winner.synthetic,
-            binary=tags.get(ENGINE_BINARY, ""),
-            model=tags.get(ENGINE_MODEL, ""),
+            binary=record.engine_binary,
+            model=record.engine_model,
             serving=measured.runtime_values(),
+            tie=tie,
         )
-        return _Target(folder.cfg_path, folder.config_path, folder, why)
+        return _Target(folder.cfg_path, folder.config_path, folder, why, engine)
+    if record.engine_binary or record.engine_model:  # its tags said otherwise, or choose_runs would have left it out
+        ran = record.engine_binary or record.engine_model
+        raise PromoteError(
+            f"run {winner.run_id} ran {ran}, named on its command line, not the runtime config's: promote it into a "
+            "runtime of its own with --runtime-dir DIR; nothing written"
+        )
     return _Target(settings.engine.cfg, Path(settings.source or args.config), None)
 
 
@@ -417,6 +471,7 @@ def _verify_main(args: argparse.Namespace) -> int:
     path = args.runtime_dir / CONFIG_NAME if args.runtime_dir is not None else (args.config or DEFAULT_CONFIG_PATH)
     try:
         settings = load_settings(path)
+        check_pair(settings)  # the pair first: a runtime of two runs is not one to measure
         return verify(Path(path), settings, runlib.make_client(args.tracking_uri), max_s=args.verify_seconds)
     except (ConfigError, VerifyError) as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -442,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return promote(args, settings, runlib.make_client(args.tracking_uri))
-    except (PromoteError, CrossRuntime, runlib.SweepNotFound) as exc:
+    except (PromoteError, CrossRuntime, runlib.SweepNotFound, RuntimeBusy) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

@@ -58,12 +58,14 @@ def scratch_runtime(
     binary: str = "",
     model: str = "",
     serving: Mapping[str, Any] | None = None,
+    tie: tuple[str, str] | None = None,
 ) -> ScratchRuntime:
     """The scratch runtime in `directory` (default runtime/scratch/) serving `backend` from its own cfg,
     with every other value taken from `settings` (the runtime config the promotion was given); `binary` and
     `model`: the KataGo and model file the winner ran instead of the config's; `throughput_test`: the winner ran a
     synthetic net, which kgserve serves only as a throughput test; `serving`: the serving settings the winner was
-    measured with (kgbench.targets.serving, the load generator's changes undone), written over the config's."""
+    measured with (kgbench.targets.serving, the load generator's changes undone), written over the config's; `tie`:
+    the run id and sha256 of the cfg written beside it (kgserve.servedcfg checks them)."""
     folder = (directory or DEFAULT_SCRATCH_DIR).expanduser().resolve()
     cfg_path = folder / CFG_NAME
     data: dict[str, Any] = settings.model_dump(mode="json")  # paths are absolute once loaded
@@ -77,6 +79,8 @@ def scratch_runtime(
         apply_serving(data, serving)
     if throughput_test:
         data["engine"]["throughput_test"] = True
+    if tie is not None:
+        data["engine"]["cfg_run_id"], data["engine"]["cfg_sha256"] = tie
     header = (
         f"# Scratch runtime written by `python -m kgbench.promote` from {settings.source}.\n"
         "# Paths are absolute; `python -m kgbench.promote` rewrites this file, edit the source config instead.\n"

@@ -10,6 +10,7 @@ measured one (`served_clause`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,11 +54,13 @@ class MeasuredServing:
             return None
 
 
-def measured_serving(run: Run) -> MeasuredServing:
-    tags = run.data.tags
-    return MeasuredServing(
-        recorded(run.data.params), changes_from_json(tags.get(SERVING_CHANGES)), tags.get("transport", "http")
-    )
+def measured_serving(run: Run, changes: list[dict[str, Any]] | None = None) -> MeasuredServing:
+    """The settings the run measured: its `serve.*` params, and the load generator's changes from `changes` (the
+    job's integrity record, kgbench.track.record: what promote writes) or else its tag (for reports only: a tag can
+    be rewritten by anyone who may write to the store)."""
+    params, tags = run.data.params, run.data.tags
+    found = changes_from_json(json.dumps(changes) if changes is not None else tags.get(SERVING_CHANGES))
+    return MeasuredServing(recorded(params), found, params.get("transport") or tags.get("transport", "http"))
 
 
 def served_of_text(config_text: str) -> dict[str, Any] | None:

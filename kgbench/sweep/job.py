@@ -39,6 +39,16 @@ from kgbench.targets.base import TargetError
 from kgbench.targets.serving import changes_json, serving_line, serving_params, serving_settings
 from kgbench.track import tracking
 from kgbench.track.naming import job_name
+from kgbench.track.record import (
+    CFG_SHA256_PARAM,
+    RECORD_ARTIFACT,
+    RECORD_SHA256_PARAM,
+    JobRecord,
+    file_sha256,
+    record_text,
+    resolve_binary,
+    text_sha256,
+)
 from kgbench.track.runtime_id import this_machine
 from kgbench.track.sampling.gpu import gpu_name
 from kgbench.track.schema import (
@@ -186,10 +196,29 @@ def _execute(cfg: DictConfig, ctx: JobContext, run: tracking.JobRun, progress: J
         model = prepared.settings.engine.model_for(prepared.backend)
         run.set_tags({ENGINE_MODEL: str(model)})
         progress.stage(f"model: {model}")
+    _log_record(run, prepared, choice)
     check_engine_files(prepared)
     if prepared.mode == "engine":
         return modes.engine_mode(cfg, prepared, ctx.job_dir, run, progress)
     return modes.load_mode(cfg, prepared, ctx.job_dir, run, progress, ctx.sweep_dir, f"{ctx.job_index}: {ctx.label}")
+
+
+def _log_record(run: tracking.JobRun, prepared: Prepared, choice: dict[str, Any]) -> None:
+    """The job's integrity record (kgbench.track.record): the cfg, KataGo and serving changes it measured, pinned by
+    params. The tags above are for people and filters; promote reads only this."""
+    binary = binary_sha256 = ""
+    if choice.get("binary"):
+        found = resolve_binary(prepared.settings.engine.argv_prefix(prepared.backend)[0])
+        if found is not None:
+            binary, binary_sha256 = str(found), file_sha256(found)
+    model = str(prepared.settings.engine.model_for(prepared.backend)) if choice.get("model") else ""
+    changes = json.loads(changes_json(prepared.serving_changes)) if prepared.mode == "load" else []
+    record = JobRecord(file_sha256(prepared.cfg_path), binary, binary_sha256, model, changes)
+    path = prepared.cfg_path.parent / RECORD_ARTIFACT
+    text = record_text(record)
+    path.write_text(text, encoding="utf-8")
+    run.log_params({RECORD_SHA256_PARAM: text_sha256(text), CFG_SHA256_PARAM: record.cfg_sha256})
+    run.log_artifact(path)
 
 
 def job_experiment(cfg: DictConfig) -> str:

@@ -61,7 +61,8 @@ __all__ = [
 PARAM_PREFIX = "serve."
 SECTIONS = ("server", "engine", "limits", "websocket", "priority")
 # where the engine's files are: the cfg is promoted itself, binaries and models are the runtime's identity
-_FILES = frozenset({"engine.cfg", "engine.model", "engine.home_data_dir", "engine.backends"})
+_FILES = frozenset({"engine.cfg", "engine.model", "engine.home_data_dir", "engine.backends",
+                    "engine.cfg_run_id", "engine.cfg_sha256"})  # fmt: skip  # the last two: which cfg, not how
 # kgserve's front end: not in a transport=direct figure
 FRONT_END = ("server", "limits", "websocket", "priority")
 

@@ -282,6 +282,17 @@ def _components(auth: bool) -> dict[str, Any]:
                         "description": "true: served as a throughput test (engine.throughput_test)",
                     },
                     "cfg": {"type": "string"},
+                    "cfg_sha256": {
+                        "type": "string",
+                        "nullable": True,
+                        "description": "sha256 of the cfg every engine runs",
+                    },
+                    "cfg_run_id": {"type": "string", "nullable": True, "description": "the run it was promoted from"},
+                    "cfg_kept": {
+                        "type": "string",
+                        "nullable": True,
+                        "description": "kgserve's copy, run on every restart",
+                    },
                     "provenance": {"type": "object", "nullable": True, "description": "the cfg's promote header"},
                     "engines": {"type": "array", "items": {"type": "object"}},
                     "analysis_threads": {

@@ -65,7 +65,9 @@ def readiness(ctx: ServeContext, *, detailed: bool = True) -> tuple[bool, dict[s
         # a synthetic net (random weights) is served only as a throughput test: its analyses are noise
         "synthetic_net": is_synthetic_model(settings.engine.model_for(backend)),
         "throughput_test": settings.engine.throughput_test,
-        "cfg": str(settings.engine.cfg),
+        "cfg": ctx.cfg_source or str(settings.engine.cfg),
+        # what every engine runs, first start and restarts: kgserve's copy of the cfg as it started (servedcfg)
+        **{key: ctx.cfg_served.get(key) for key in ("cfg_sha256", "cfg_run_id", "cfg_kept")},
         "provenance": ctx.provenance,
         "engines": engines,
         # what a bulk client sizes its work from (python -m kgserve.batch): threads per engine, and its limits

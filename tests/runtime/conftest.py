@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import stat
@@ -85,7 +86,7 @@ def config_copy(tmp_path: Path, stubs: Stubs, shipped: Settings) -> Path:
     """runtime/config.yaml copied to tmp/runtime/ (downloads, logs and the image land there), with a mirror
     holding fake release zips and a small fake network whose size the copy states."""
     assert shipped.release is not None
-    network = b"fake network bytes\n" * 10
+    network = gzip.compress(b"fake network bytes\n" * 10, mtime=0)  # a .bin.gz is gzip: fetch_katago.sh checks
     (stubs.mirror / shipped.release.network.name).write_bytes(network)
     for asset in shipped.release.assets.values():
         with zipfile.ZipFile(stubs.mirror / asset, "w") as archive:

@@ -1,7 +1,8 @@
 """One stub for qsub, enroot, tmux, nvidia-smi, curl, wget and hostname (symlinked under those names).
 
 Every call appends {"cmd", "args", "env"} as a JSON line to $STUB_LOG. curl/wget copy files from $STUB_MIRROR
-(by the URL's basename) or fail like an offline machine when $STUB_OFFLINE is set; `enroot list` prints
+(by the URL's basename) or fail like an offline machine when $STUB_OFFLINE is set (a loopback URL answers
+$STUB_HTTP_CODE, /readyz with $STUB_READYZ); `enroot list` prints
 $STUB_ENROOT_LIST (comma-separated); `enroot import/export --output X` create X.
 """
 
@@ -27,7 +28,8 @@ def _local_http(url: str, args: list[str], out: str | None) -> int:
     """A server 'already answering' on a loopback port: every request gets $STUB_HTTP_CODE."""
     code = os.environ["STUB_HTTP_CODE"]
     path = "/" + url.split("/", 3)[3] if url.count("/") >= 3 else "/"
-    body = '{"id":"stub","isDuringSearch":false,"turnNumber":0}\n' if path == "/analysis" else '{"ready":true}'
+    readyz = os.environ.get("STUB_READYZ", '{"ready":true}')  # what the server says it serves
+    body = '{"id":"stub","isDuringSearch":false,"turnNumber":0}\n' if path == "/analysis" else readyz
     if out and out != "/dev/null":
         Path(out).write_text(body)
     elif not out:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import gzip
 import hashlib
 import subprocess
 from pathlib import Path
 
-from kgserve.settings import Settings, load_settings
+import pytest
+
+from kgserve.settings import ConfigError, Settings, load_settings
 
 from .conftest import RUNTIME, Stubs
 
@@ -111,7 +115,7 @@ def test_an_alternative_network_is_fetched_by_name_and_its_sha256_recorded(
     """`network:NAME` fetches release.alternatives.NAME (the previous pin) beside the pinned net, checks its size."""
     assert shipped.release is not None and "zhizi-b40c768nbt" in shipped.release.alternatives
     old = shipped.release.alternatives["zhizi-b40c768nbt"]
-    data = b"the previous pin, fake\n" * 3
+    data = gzip.compress(b"the previous pin, fake\n" * 3, mtime=0)
     (stubs.mirror / old.name).write_bytes(data)
     config_copy.write_text(config_copy.read_text().replace(f"size_bytes: {old.size_bytes}", f"size_bytes: {len(data)}"))
     result = stubs.run([FETCH, "network:zhizi-b40c768nbt"])
@@ -139,3 +143,54 @@ def test_a_network_of_another_size_than_published_is_refused(
     assert result.returncode == 1
     assert f"{name} has 9 bytes, the published size is" in result.stderr
     assert (config_copy.parent / "models" / (name + ".bad")).is_file()
+
+
+def test_a_name_from_the_config_that_is_a_path_is_refused(stubs: Stubs, config_copy: Path, tmp_path: Path) -> None:
+    """release.network.name `../../victim.txt` once overwrote a file outside runtime/models/ and pinned it."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    text = config_copy.read_text()
+    assert load_settings(config_copy).release is not None
+    name = load_settings(config_copy).release.network.name  # type: ignore[union-attr]
+    config_copy.write_text(text.replace(f"name: {name}", "name: ../../victim.txt", 1))
+    result = stubs.run([FETCH, "network"])
+    assert result.returncode == 1
+    assert "'../../victim.txt' is not a plain file name" in result.stderr
+    assert victim.read_text() == "keep me\n" and not stubs.calls("curl")
+
+
+def test_a_download_of_another_kind_is_refused_before_any_pin(
+    stubs: Stubs, config_copy: Path, shipped: Settings
+) -> None:
+    """An asset URL answering an HTML page (a captive portal): refused, nothing pinned, the real file fetched later."""
+    assert shipped.release is not None
+    asset = shipped.release.assets["cuda"]
+    real = (stubs.mirror / asset).read_bytes()
+    (stubs.mirror / asset).write_bytes(b"<!DOCTYPE html><html>Please log in to the hotel wifi</html>\n")
+    result = stubs.run([FETCH, "cuda"])
+    assert result.returncode == 1
+    assert f"{asset} is not a zip file" in result.stderr and "<!DOCTYPE html>" in result.stderr
+    assert "nothing pinned" in result.stderr
+    assert load_settings(config_copy).release.sha256.get("cuda") is None  # type: ignore[union-attr]
+    (stubs.mirror / asset).write_bytes(real)
+    again = stubs.run([FETCH, "cuda"])
+    assert again.returncode == 0, again.stderr
+    assert load_settings(config_copy).release.sha256["cuda"] == hashlib.sha256(real).hexdigest()  # type: ignore[union-attr]
+
+
+def test_a_pin_that_cannot_be_written_leaves_the_config_whole(
+    config_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A rewrite is a temporary file and a rename: a full disk while it pins changes nothing, where a truncated
+    write once left invalid YAML."""
+    import kgserve.runtime_config as runtime_config
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    before = config_copy.read_bytes()
+    monkeypatch.setattr(runtime_config.os, "fsync", full)
+    with pytest.raises(ConfigError, match="No space left on device; it is unchanged"):
+        runtime_config.pin_sha256(config_copy, "release.network.sha256", "ab" * 32)
+    assert config_copy.read_bytes() == before
+    assert [p.name for p in config_copy.parent.iterdir()] == ["config.yaml"]

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kgserve.settings import DEFAULT_CONFIG_PATH, Settings
+from kgserve.settings import DEFAULT_CONFIG_PATH, Settings, load_settings
 
 from .conftest import REPO, RUNTIME, Stubs
 from .ptyproc import PtyProcess
@@ -55,6 +55,7 @@ class FakeKgserve(BaseHTTPRequestHandler):
 
     readyz_calls = 0
     posts: list[bytes] = []
+    serves: dict[str, Any] = {}  # what its /readyz says it serves (backend, simulated, model)
 
     def log_message(self, format: str, *args: object) -> None:
         pass
@@ -73,7 +74,8 @@ class FakeKgserve(BaseHTTPRequestHandler):
             type(self).readyz_calls += 1
             ready = type(self).readyz_calls > 2
             self._reply(
-                200 if ready else 503, json.dumps({"ready": ready, "reason": None if ready else "starting"}).encode()
+                200 if ready else 503,
+                json.dumps({"ready": ready, "reason": None if ready else "starting", **type(self).serves}).encode(),
             )
         else:
             self._reply(404, b"{}")
@@ -99,8 +101,15 @@ def fake_server() -> Iterator[int]:
     server.server_close()
 
 
+def _serves(config: Path) -> dict[str, Any]:
+    """What a kgserve of `config` says it serves on /readyz."""
+    engine = load_settings(config).engine
+    return {"backend": engine.backend, "simulated": engine.backend == "sim", "model": str(engine.model_for())}
+
+
 def test_interactive_loop_against_a_server_it_did_not_start(tmp_path: Path, fake_server: int) -> None:
     config = _config_with_port(tmp_path, fake_server)
+    FakeKgserve.serves = _serves(config)
     out = tmp_path / "out"
     out.mkdir()
     child = PtyProcess([SERVE, "--config", str(config), "-o", str(out)], env=_env(), cwd=REPO)
@@ -140,6 +149,7 @@ def test_interactive_loop_against_a_server_it_did_not_start(tmp_path: Path, fake
 
 def test_one_file_mode_without_a_terminal(tmp_path: Path, fake_server: int) -> None:
     config = _config_with_port(tmp_path, fake_server)
+    FakeKgserve.serves = _serves(config)
     target = tmp_path / "one.jsonl"
     argv = [SERVE, "--config", str(config), "-o", str(target), "tsumego_straight3_9x9.json"]
     run = subprocess.run(
@@ -209,7 +219,10 @@ def test_the_port_comes_from_config_yaml_and_a_running_server_is_reused(
 ) -> None:
     """Shipped runtime/config.yaml, stub curl playing a server that already answers: no kgserve is started."""
     target = tmp_path / "mid.jsonl"
-    run = stubs.run([SERVE, "-o", str(target), "midgame_19x19"], extra_env={"STUB_HTTP_CODE": "200"})
+    readyz = json.dumps({"ready": True, **_serves(DEFAULT_CONFIG_PATH)})
+    run = stubs.run(
+        [SERVE, "-o", str(target), "midgame_19x19"], extra_env={"STUB_HTTP_CODE": "200", "STUB_READYZ": readyz}
+    )
     assert run.returncode == 0, run.stderr
     base = f"http://127.0.0.1:{shipped.server.port}"
     urls = [next(a for a in c["args"] if a.startswith("http")) for c in stubs.calls("curl")]
@@ -245,3 +258,65 @@ def test_interrupting_the_script_stops_the_server_it_started(tmp_path: Path) -> 
         child.close()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_a_server_on_the_port_that_is_not_the_configured_backend_is_named_and_refused(
+    tmp_path: Path, fake_server: int
+) -> None:
+    """A simulated kgserve left on the port does not answer for the configured real engine (issue 44)."""
+    config = _config_with_port(tmp_path, fake_server)
+    FakeKgserve.serves = {"backend": "sim", "simulated": True, "model": "/elsewhere/sim.bin.gz"}
+    target = tmp_path / "one.jsonl"
+    argv = [SERVE, "--config", str(config), "-o", str(target), "tsumego_straight3_9x9.json"]
+    run = subprocess.run(argv, env=_env(), cwd=REPO, capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 1
+    want = _serves(config)
+    assert (
+        f"the server already on http://127.0.0.1:{fake_server} serves sim (simulated) with /elsewhere/sim.bin.gz, "
+        f"not the configured {want['backend']} (real) with {want['model']}" in run.stderr
+    )
+    assert "--use-running" in run.stderr and not target.exists() and not FakeKgserve.posts
+    forced = subprocess.run(
+        [*argv, "--use-running"], env=_env(), cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert forced.returncode == 0, forced.stderr
+    assert "(--use-running: using it)" in forced.stderr and target.exists()
+
+
+@pytest.mark.parametrize(
+    ("option", "said"),
+    [
+        (["--ready-timeout", "5s"], "--ready-timeout takes whole seconds (e.g. --ready-timeout 300), not '5s'"),
+        (["--ready-timeout=1.5"], "--ready-timeout takes whole seconds"),
+        (["--port", "91x"], "--port takes a port number (0-65535), not '91x'"),
+        (["--backend", "cu da"], "--backend takes a backend name"),
+    ],
+)
+def test_a_bad_number_is_refused_before_anything_starts(tmp_path: Path, option: list[str], said: str) -> None:
+    run = subprocess.run(
+        [SERVE, *option, "x.json"], env=_env(), cwd=REPO, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert run.returncode == 1 and said in run.stderr, run.stderr
+    assert "starting kgserve" not in run.stderr
+
+
+def test_a_config_value_never_reaches_a_shell(tmp_path: Path) -> None:
+    """server.auth_token_env `T[$(touch FILE)]` was expanded by bash's ${!name} (its subscript run): refused now."""
+    config = _config_with_port(tmp_path, _free_port())
+    witness = tmp_path / "pwned"
+    hostile = f"  auth_token_env: 'T[$(touch {witness})]'"
+    text, count = re.subn(r"(?m)^  auth_token_env: null", hostile, config.read_text())
+    assert count == 1
+    config.write_text(text)
+    run = subprocess.run(
+        [SERVE, "--config", str(config), "x.json"],
+        env={**_env(), "T": "x"},
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 1
+    assert "is not an environment variable name" in run.stderr
+    assert not witness.exists()

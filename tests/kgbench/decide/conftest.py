@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,6 +11,16 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from kgbench.track.record import (
+    CFG_SHA256_PARAM,
+    RECORD_ARTIFACT,
+    RECORD_SHA256_PARAM,
+    JobRecord,
+    file_sha256,
+    record_text,
+    text_sha256,
+)
+from kgbench.track.schema import ENGINE_BINARY, ENGINE_MODEL, SERVING_CHANGES
 from kgserve.settings import load_settings
 from tests.conftest import REPO
 from tests.helpers.mlflow_store import seeded_uri
@@ -76,8 +87,21 @@ class Store:
         cfg_dir.mkdir(parents=True)
         (cfg_dir / "katago.cfg").write_text(body)
         self.client.log_artifact(run_id, str(cfg_dir / "katago.cfg"))
+        self._record(run_id, cfg_dir, all_tags)
         self.client.set_terminated(run_id, status)
         return run_id
+
+    def _record(self, run_id: str, folder: Path, tags: Mapping[str, str]) -> None:
+        """The integrity record a job writes (kgbench.sweep.job._log_record), of what the planted tags say it ran."""
+        binary = tags.get(ENGINE_BINARY, "")
+        digest = file_sha256(binary) if binary and Path(binary).is_file() else ""
+        changes = json.loads(tags.get(SERVING_CHANGES) or "[]")
+        record = JobRecord(file_sha256(folder / "katago.cfg"), binary, digest, tags.get(ENGINE_MODEL, ""), changes)
+        text = record_text(record)
+        (folder / RECORD_ARTIFACT).write_text(text)
+        self.client.log_param(run_id, RECORD_SHA256_PARAM, text_sha256(text))
+        self.client.log_param(run_id, CFG_SHA256_PARAM, record.cfg_sha256)
+        self.client.log_artifact(run_id, str(folder / RECORD_ARTIFACT))
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -101,7 +102,11 @@ def test_config_comments_survive(store: Store, config_path: Path) -> None:
     before = config_path.read_text()
     assert _main(store, config_path, "--slo-p99-ms", "1000") == 0
     after = config_path.read_text()
-    old_lines, new_lines = before.splitlines(), after.splitlines()
+    old_lines = before.splitlines()
+    # the two lines that tie config.yaml to the cfg written with it (kgserve.servedcfg) are added under backend:
+    tie = [ln for ln in after.splitlines() if ln.strip().startswith(("cfg_run_id:", "cfg_sha256:"))]
+    assert len(tie) == 2
+    new_lines = [ln for ln in after.splitlines() if ln not in tie]
     assert len(old_lines) == len(new_lines)
     changed = [(a, b) for a, b in zip(old_lines, new_lines, strict=True) if a != b]
     assert len(changed) == 1
@@ -112,6 +117,9 @@ def test_config_comments_survive(store: Store, config_path: Path) -> None:
     assert "promote` rewrites this line (comments are kept)" in after
     old_data, new_data = yaml.safe_load(before), yaml.safe_load(after)
     old_data["engine"]["backend"] = "trt"
+    cfg_bytes = (config_path.parent / "katago_serving.cfg").read_bytes()
+    old_data["engine"]["cfg_sha256"] = hashlib.sha256(cfg_bytes).hexdigest()
+    old_data["engine"]["cfg_run_id"] = new_data["engine"]["cfg_run_id"]
     assert old_data == new_data
 
 
@@ -207,7 +215,7 @@ def test_failed_write_keeps_old_cfg(
     assert _main(store, config_path) == 1
     assert "disk full" in capsys.readouterr().err
     assert cfg.read_text() == "old = 1\n"
-    assert sorted(p.name for p in cfg.parent.iterdir()) == ["config.yaml", "katago_serving.cfg"]
+    assert sorted(p.name for p in cfg.parent.iterdir()) == [".promote.lock", "config.yaml", "katago_serving.cfg"]
 
 
 def test_failed_config_write_restores_cfg(

@@ -17,6 +17,7 @@ from kgserve.provenance import read_provenance
 from kgserve.settings import load_settings
 from tests.conftest import REPO
 from tests.helpers.clone import clone_working_tree, git_status
+from tests.helpers.kgbench_runs import STUB_KATAGO
 
 from .conftest import SERVED_MODEL, Store
 
@@ -25,7 +26,13 @@ CPU_NET = "g170-b6c96-s175395328-d26788732.bin.gz"
 
 
 def _cpu_tags(config: Path, tmp_path: Path) -> dict[str, str]:
-    """An eigen job as `python -m kgbench backend=eigen engine.binary=... engine.model=...` tags it."""
+    """An eigen job as `python -m kgbench backend=eigen engine.binary=... engine.model=...` tags it (its KataGo a
+    stand-in that answers `version`: promote checks the KataGo it writes into a runtime)."""
+    katago = tmp_path / "katago-cpu" / "katago"
+    if not katago.exists():
+        katago.parent.mkdir(parents=True)
+        katago.write_text(STUB_KATAGO)
+        katago.chmod(0o755)
     return {
         "kgbench.runtime_config": str(config.resolve()),
         "model_file": CPU_NET,

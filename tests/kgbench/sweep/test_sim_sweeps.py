@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,15 @@ def test_two_job_sim_sweep_is_tracked_under_one_parent(two_job_sim_sweep: SimSwe
         artifacts = artifact_paths(client, run.info.run_id)
         assert {"katago.cfg", "hydra_config.yaml", "requests.csv", "kgserve_stderr.log"} <= artifacts
         assert {"plots/throughput_vs_concurrency.png", "plots/latency_cdf.png"} <= artifacts
+        # the integrity record promote reads (issue 44): pinned by params, the cfg's sha256 in it
+        assert "kgbench_record.json" in artifacts
+        download = two_job_sim_sweep.folder / f"dl-{run.info.run_id}"
+        download.mkdir()
+        folder = Path(client.download_artifacts(run.info.run_id, "", str(download)))
+        record = (folder / "kgbench_record.json").read_bytes()
+        assert hashlib.sha256(record).hexdigest() == data.params["kgbench.record_sha256"]
+        cfg_sha256 = hashlib.sha256((folder / "katago.cfg").read_bytes()).hexdigest()
+        assert json.loads(record)["cfg_sha256"] == cfg_sha256 == data.params["kgbench.cfg_sha256"]
 
 
 def test_http_and_direct_transport_give_the_overhead(tmp_path: Path) -> None:
