@@ -31,8 +31,8 @@ from .conftest import Store
 
 OK = {"errors": 0, "timeouts": 0, "p50_ms": 300.0, "p99_ms": 100.0}
 SIM_TAGS = {"simulated": "true", "katago_version": "1.17.2-sim"}
-CFG = "maxVisits = 500\nnumAnalysisThreads = 2\n"
-CFG_PARAMS = {"katago.maxVisits": "500", "katago.numAnalysisThreads": "2"}
+CFG = "maxVisits = 500\nnumAnalysisThreads = 2\nnumSearchThreads = 1\n"  # kgserve refuses a cfg KataGo would not start
+CFG_PARAMS = {"katago.maxVisits": "500", "katago.numAnalysisThreads": "2", "katago.numSearchThreads": "1"}
 
 
 def _sim_job(store: Store, sweep: str, name: str, rps: float = 9.0, extra_tags: dict[str, str] | None = None) -> str:
@@ -89,7 +89,9 @@ def test_a_tag_set_in_the_store_never_becomes_the_engine_or_a_serving_setting(st
 def test_an_edited_cfg_artifact_is_refused_naming_the_difference(store: Store, tmp_path: Path) -> None:
     config = runtime_config_copy(tmp_path)
     run = _sim_job(store, "s1", "sim")
-    _artifact(store, run, "katago.cfg").write_text("maxVisits = 150000\nnumAnalysisThreads = 2\nmaxVisitz = 1\n")
+    _artifact(store, run, "katago.cfg").write_text(
+        "maxVisits = 150000\nnumAnalysisThreads = 2\nnumSearchThreads = 1\nmaxVisitz = 1\n"
+    )
     runtime = tmp_path / "scratch"
     done = _promote(store, config, runtime, run)
     assert done.returncode == 1
