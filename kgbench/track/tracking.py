@@ -25,6 +25,7 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.load.ladder import knee
 from kgbench.load.types import LevelSummary, LoadResult
+from kgbench.track import store_errors
 from kgbench.track.mlflow_ui import label_experiment
 from kgbench.track.plots import write_plots
 from kgbench.track.schema import (
@@ -103,8 +104,27 @@ def artifact_root(uri: str) -> Path | None:
     return None
 
 
-def make_client() -> MlflowClient:
-    return MlflowClient(tracking_uri=tracking_uri())
+_opened: set[str] = set()  # stores this process has opened (and MLflow has created or migrated)
+
+
+def make_client(uri: str | None = None) -> MlflowClient:
+    """A client of the store at `uri` (default: tracking_uri()), ready to use: MLflow's HTTP retries bounded to
+    seconds and a server's port checked first; a sqlite store created or migrated under its lock the first time
+    (kgbench.track.store_errors). A store that cannot be used raises StoreError, its one line."""
+    uri = uri or tracking_uri()
+    store_errors.bound_http()
+    try:
+        store_errors.probe(uri)
+        client = MlflowClient(tracking_uri=uri)
+        if uri not in _opened:
+            with store_errors.sqlite_init_lock(uri):
+                client.search_experiments(max_results=1)  # MLflow creates and migrates a new store here
+            _opened.add(uri)
+    except Exception as exc:
+        if (error := store_errors.store_error(exc, uri)) is not None:
+            raise error from exc
+        raise
+    return client
 
 
 def ensure_experiment(client: MlflowClient, name: str) -> str:
