@@ -149,12 +149,20 @@ def _where(exc: BaseException, uri: str) -> str:
 
 
 def bound_http(environ: Any = None) -> None:
-    """MLflow's HTTP retries bounded to seconds, unless the user set them; urllib3's per-retry warnings muted (the
-    line that counts is kgbench's, once the retries are spent)."""
+    """MLflow made to fail fast and once: its HTTP retries bounded to seconds, unless the user set them; urllib3's
+    per-retry warnings and MLflow's own traceback of a failed SQL statement muted (the line that counts is kgbench's,
+    naming the store and the problem)."""
     env = os.environ if environ is None else environ
     for name, value in HTTP_LIMITS.items():
         env.setdefault(name, value)
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+    sql_log = logging.getLogger("mlflow.store.db.utils")  # its INFO lines (a new store's tables) stay
+    if _no_errors not in sql_log.filters:
+        sql_log.addFilter(_no_errors)
+
+
+def _no_errors(record: logging.LogRecord) -> bool:
+    return record.levelno < logging.ERROR
 
 
 def probe(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:

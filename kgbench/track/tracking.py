@@ -115,11 +115,12 @@ def make_client(uri: str | None = None) -> MlflowClient:
     store_errors.bound_http()
     try:
         store_errors.probe(uri)
-        client = MlflowClient(tracking_uri=uri)
-        if uri not in _opened:
-            with store_errors.sqlite_init_lock(uri):
-                client.search_experiments(max_results=1)  # MLflow creates and migrates a new store here
-            _opened.add(uri)
+        if uri in _opened:
+            return MlflowClient(tracking_uri=uri)
+        with store_errors.sqlite_init_lock(uri):  # MLflow creates and migrates a new store as the client is made
+            client = MlflowClient(tracking_uri=uri)
+            client.search_experiments(max_results=1)
+        _opened.add(uri)
     except Exception as exc:
         if (error := store_errors.store_error(exc, uri)) is not None:
             raise error from exc
