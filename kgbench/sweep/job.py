@@ -230,8 +230,8 @@ def _run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
     progress = JobProgress(ctx.job_index, ctx.job_total, ctx.label)
     ctx.job_dir.mkdir(parents=True, exist_ok=True)
     hydra_yaml = ctx.job_dir / "hydra_config.yaml"
+    run: tracking.JobRun | None = None
     try:
-        hydra_yaml.write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
         client = tracking.make_client()
         run = tracking.JobRun.start(
             client,
@@ -241,6 +241,8 @@ def _run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
             parent_run_id=ctx.parent_run_id,
             tags=_base_tags(cfg, ctx),
         )
+        # after the run exists: a job folder on a full disk is recorded as this job's failure, with its reason
+        hydra_yaml.write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
         run.log_artifact(hydra_yaml)
     except Exception as exc:
         error = store_errors.store_error(exc, tracking.tracking_uri())
@@ -250,7 +252,9 @@ def _run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
             else f"cannot record the job in MLflow at {tracking.tracking_uri()}: {type(exc).__name__}: {exc}"
         )
         progress.stage(f"FAILED: {failure}")
-        return JobOutcome(False, math.nan, failure)
+        if run is not None:
+            _end_failed(run, failure)
+        return JobOutcome(False, math.nan, failure, run.run_id if run is not None else None)
     value = math.nan
     reason = None
     try:

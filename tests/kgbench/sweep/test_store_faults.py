@@ -101,6 +101,25 @@ def test_a_metric_holding_text_skips_its_run_with_the_reason(two_job_sim_sweep: 
     assert code == 0 and "Traceback" not in out and f"run {bad} skipped" in out, out
 
 
+def test_a_missing_artifact_file_is_one_line_and_writes_nothing(two_job_sim_sweep: SimSweep, tmp_path: Path) -> None:
+    """The store's artifacts copied and pointed at, then every katago.cfg deleted from the copy."""
+    db = _store_copy(two_job_sim_sweep, tmp_path)
+    shutil.copytree(two_job_sim_sweep.folder / "mlruns", tmp_path / "mlruns")
+    old, new = str(two_job_sim_sweep.folder / "mlruns"), str(tmp_path / "mlruns")
+    with sqlite3.connect(db) as conn:
+        conn.execute("UPDATE runs SET artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
+        conn.execute("UPDATE experiments SET artifact_location = replace(artifact_location, ?, ?)", (old, new))
+    for cfg in (tmp_path / "mlruns").rglob("katago.cfg"):
+        cfg.unlink()
+    code, out = _cli("kgbench.promote", "--tracking-uri", f"sqlite:///{db}", "--allow-simulated", "--runtime-dir",
+                     "rt", cwd=tmp_path)  # fmt: skip
+    assert code == 1
+    _one_error(out, "has no katago.cfg artifact to promote")
+    assert not (tmp_path / "rt").exists()
+    assert not [r for r in runs_by_role(MlflowClient(tracking_uri=f"sqlite:///{db}"), "job")
+                if r.data.tags.get("promoted") not in (None, "false")]  # fmt: skip
+
+
 def test_an_unreachable_server_answers_in_seconds_with_one_line(tmp_path: Path) -> None:
     uri = f"http://127.0.0.1:{_closed_port()}"
     for module, args in (
