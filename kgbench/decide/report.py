@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _report(args)
     except Exception as exc:  # a full, damaged or unreachable store, or a full disk: its one line (a bug: shown)
-        if (error := store_error(exc, args.tracking_uri or tracking_uri())) is None:
+        if (error := store_error(exc, args.tracking_uri or tracking_uri(), args.out)) is None:
             raise
         print(f"error: {error}; no report", file=sys.stderr)
         return 1

@@ -266,7 +266,7 @@ def _run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
         run.finish(False, "interrupted (Ctrl-C)")
         raise
     except Exception as exc:
-        error = store_errors.store_error(exc, tracking.tracking_uri())  # a full disk or store: its one line
+        error = store_errors.store_error(exc, tracking.tracking_uri(), ctx.job_dir)  # a full disk or store: one line
         reason = _one_line(str(error) if error is not None else f"{type(exc).__name__}: {exc}")
         with contextlib.suppress(OSError):  # the job's folder may be the full disk
             (ctx.job_dir / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")

@@ -126,25 +126,28 @@ def describe(exc: BaseException) -> str | None:
     return None
 
 
-def store_error(exc: BaseException, uri: str) -> StoreError | None:
+def store_error(exc: BaseException, uri: str, folder: Path | None = None) -> StoreError | None:
     """`exc` as a StoreError naming the store at `uri` (itself when it is one), or None when it is not a store or
     disk problem. A full or read-only disk met writing a file outside the store's folder names that file's folder
-    (a report's, a multirun's) instead."""
+    (a report's, a job's); `folder`: the one to name when the error does not say which file (a failed write()
+    does not)."""
     if isinstance(exc, StoreError):
         return exc
     problem = describe(exc)
     if problem is None:
         return None
-    return StoreError(_where(exc, uri), problem)
+    return StoreError(_where(exc, uri, folder), problem)
 
 
-def _where(exc: BaseException, uri: str) -> str:
+def _where(exc: BaseException, uri: str, folder: Path | None) -> str:
     db = sqlite_path(uri)
     for item in _chain(exc):
-        if isinstance(item, OSError) and item.filename and _os_problem(item) is not None:
-            folder = Path(str(item.filename)).expanduser().resolve().parent
-            if db is None or not folder.is_relative_to(db.resolve().parent):
-                return f"folder {folder}"
+        if isinstance(item, OSError) and _os_problem(item) is not None:
+            if not item.filename:
+                return f"folder {folder}" if folder is not None else store_name(uri)
+            written = Path(str(item.filename)).expanduser().resolve().parent
+            if db is None or not written.is_relative_to(db.resolve().parent):
+                return f"folder {written}"
     return store_name(uri)
 
 
@@ -189,8 +192,13 @@ def sqlite_init_lock(uri: str) -> Iterator[None]:
     if db is None:
         yield
         return
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with open(db.with_name(db.name + ".lock"), "a+b") as handle:
+    try:
+        db.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(db.with_name(db.name + ".lock"), "a+b")  # noqa: SIM115 (closed below)
+    except OSError:  # a folder this user may only read: reading needs no lock, and a write will say what is wrong
+        yield
+        return
+    with handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
