@@ -45,6 +45,7 @@ __all__ = ["SCENARIOS", "main"]
 
 SMOKE = ["-m", "backend=sim", "load=smoke", "load.concurrency=[4]"]
 ENV = {"KGSERVE_SIM_SPEED": "20", "KGBENCH_CONTENTION_CHECK": "false", "PYTHONUNBUFFERED": "1"}
+SAID = ("error:", "kgbench: cannot", "kgbench: the", "kgbench: run")  # the lines that say what went wrong
 SCENARIOS = ("truncated", "overwritten", "text_metric", "unreachable", "promote_full_store", "promote_full_runtime",
              "sweep_full_store", "sweep_full_midway", "multirun_full", "two_fresh")  # fmt: skip
 
@@ -64,7 +65,7 @@ class Bench:
         done = subprocess.run([sys.executable, *argv], cwd=cwd, env=self.env(uri, cwd.name), capture_output=True,
                               text=True, timeout=900)  # fmt: skip
         out = done.stdout + done.stderr
-        said = [line for line in out.splitlines() if line.startswith(("error:", "kgbench: cannot", "kgbench: the", "kgbench: run"))]
+        said = [line for line in out.splitlines() if line.startswith(SAID)]
         tail = "\n".join(out.splitlines()[-8:])
         return {"argv": " ".join(argv[1:4]), "exit": done.returncode, "s": round(time.monotonic() - started, 1),
                 "traceback": "Traceback" in out, "said": said[-3:], "tail": tail}  # fmt: skip
@@ -168,7 +169,8 @@ def text_metric(bench: Bench, folder: Path) -> dict[str, Any]:
                          "(SELECT run_uuid FROM latest_metrics WHERE key = 'req_per_s' LIMIT 1)")  # fmt: skip
 
     result = _damaged(bench, folder, junk, promote=False)
-    result["skipped_said"] = any("skipped: its metric req_per_s holds 'fast'" in line for line in result["explain"]["said"])
+    said = result["explain"]["said"]
+    result["skipped_said"] = any("skipped: its metric req_per_s holds 'fast'" in line for line in said)
     return result
 
 
