@@ -74,7 +74,7 @@ class GroupedSweeper(BasicSweeper):
             line = f"the sweep stopped: folder {self.config.hydra.sweep.dir if self.config else '?'}: {problem}"
             _note(line)
             state.fail(line)
-            return None
+            return []  # no job returns (a race after the sweep finds no contenders)
 
     def _preflight(
         self, jobs: Sequence[Sequence[str]], configs: dict[tuple[str, ...], DictConfig]

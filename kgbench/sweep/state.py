@@ -11,6 +11,7 @@ __all__ = [
     "SweepRun",
     "exit_status",
     "fail",
+    "failed",
     "record_job",
     "refuse",
     "refused",
@@ -69,6 +70,11 @@ def refuse(message: str) -> None:
 def fail(message: str) -> None:
     """The sweep could not finish as planned (its store or its folder failed): exit 1 even if a job succeeded."""
     _faults.append(message)
+
+
+def failed() -> bool:
+    """The sweep's store or folder failed (`fail`): nothing more is launched (no race of its contenders)."""
+    return bool(_faults)
 
 
 def refused() -> bool:
