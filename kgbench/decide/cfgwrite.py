@@ -18,8 +18,16 @@ from typing import Any
 
 import yaml
 
-__all__ = ["LOCK_NAME", "RuntimeBusy", "atomic_write_text", "runtime_lock", "set_engine_backend", "set_engine_value",
-           "unified_diff"]  # fmt: skip
+__all__ = [
+    "LOCK_NAME",
+    "FileSwap",
+    "RuntimeBusy",
+    "atomic_write_text",
+    "runtime_lock",
+    "set_engine_backend",
+    "set_engine_value",
+    "unified_diff",
+]
 
 LOCK_NAME = ".promote.lock"  # in the runtime's folder: one promote at a time writes its files
 _LOCK_POLL_S = 0.2
@@ -76,6 +84,46 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)
         raise
+
+
+class FileSwap:
+    """Files replaced all or none, and put back on demand: each old file is kept as a hard link beside it before its
+    replacement, so putting it back is a rename that needs no free space (the disk that refused the second file, or
+    the store that refused the run's tag, may be full). `keep()` drops the kept copies once everything agreed."""
+
+    def __init__(self) -> None:
+        self._done: list[tuple[Path, Path | None]] = []  # (file, its old copy; None: there was none)
+
+    def write(self, path: Path, text: str) -> None:
+        """Replace `path` with `text` (atomic_write_text); if that fails, everything written so far is put back."""
+        kept: Path | None = None
+        if path.exists():
+            kept = path.with_name(f".{path.name}.kgbench-old")
+            kept.unlink(missing_ok=True)
+            os.link(path, kept)
+        try:
+            atomic_write_text(path, text)
+        except BaseException:
+            if kept is not None:
+                kept.unlink(missing_ok=True)
+            self.undo()
+            raise
+        self._done.append((path, kept))
+
+    def undo(self) -> None:
+        """Every written file as it was before (a new file removed)."""
+        for path, kept in reversed(self._done):
+            if kept is None:
+                path.unlink(missing_ok=True)
+            else:
+                os.replace(kept, path)
+        self._done.clear()
+
+    def keep(self) -> None:
+        for _, kept in self._done:
+            if kept is not None:
+                kept.unlink(missing_ok=True)
+        self._done.clear()
 
 
 def _indent(line: str) -> int:

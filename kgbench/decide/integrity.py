@@ -27,6 +27,7 @@ from kgbench.track.record import (
     file_sha256,
     text_sha256,
 )
+from kgbench.track.store_errors import describe
 from kgserve.katago.cfg import parse_cfg_text
 
 __all__ = ["CFG_ARTIFACT", "IntegrityError", "Measured", "cfg_differences", "checked_binary", "measured_record"]
@@ -51,7 +52,8 @@ def _download(client: MlflowClient, run_id: str, name: str, folder: str) -> byte
     try:
         return Path(client.download_artifacts(run_id, name, folder)).read_bytes()
     except Exception as exc:  # MlflowException / OSError: the artifact is missing
-        raise IntegrityError(f"run {run_id} has no {name} artifact: {exc}") from exc
+        why = describe(exc) or " ".join(str(exc).split())[:300]
+        raise IntegrityError(f"run {run_id} has no {name} artifact to promote: {why}") from exc
 
 
 def cfg_differences(cfg_text: str, params: Mapping[str, str]) -> list[str]:

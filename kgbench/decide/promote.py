@@ -48,8 +48,8 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.decide import runs as runlib
 from kgbench.decide.cfgwrite import (
+    FileSwap,
     RuntimeBusy,
-    atomic_write_text,
     runtime_lock,
     set_engine_backend,
     set_engine_value,
@@ -83,7 +83,9 @@ from kgbench.track.schema import (
     PROMOTED_SCRATCH,
     PROMOTED_SCRATCH_VALUE,
     SWEEP_ID,
+    tracking_uri,
 )
+from kgbench.track.store_errors import describe, readable_runs, store_error
 from kgserve.provenance import render_header, split_header
 from kgserve.servedcfg import check_pair
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_settings
@@ -160,6 +162,8 @@ def _select(client: MlflowClient, args: argparse.Namespace, settings: Settings) 
         print(line, file=sys.stderr)
     if args.run:
         run = client.get_run(args.run)
+        if not readable_runs([run]):
+            raise PromoteError(f"run {args.run} cannot be read (above); nothing promoted")
         sweep_id = run.data.tags.get(SWEEP_ID) or run.data.tags.get(PARENT_RUN) or "-"
         runs = [run]
         explained.append(f"run {args.run} chosen explicitly (the rule still applies to it)")
@@ -195,56 +199,90 @@ def _rule(args: argparse.Namespace) -> str:
     return rule_text(args.objective, args.slo_ms)
 
 
-def _retag(client: MlflowClient, winner: Run) -> list[str]:
+class _Tags:
+    """The tags promote sets, each with the value it replaces, so that a store that refuses one puts the others
+    back (best effort: the store may refuse that too, and then the line says so)."""
+
+    def __init__(self, client: MlflowClient) -> None:
+        self.client = client
+        self._undo: list[tuple[str, str, str | None]] = []  # (run id, tag, the value before; None: none)
+
+    def set(self, run: Run, key: str, value: str) -> None:
+        before = run.data.tags.get(key)
+        self.client.set_tag(run.info.run_id, key, value)
+        self._undo.append((run.info.run_id, key, before))
+
+    def undo(self) -> str:
+        """ "" when every tag is back, else what could not be put back."""
+        failed = []
+        for run_id, key, before in reversed(self._undo):
+            try:
+                if before is None:
+                    self.client.delete_tag(run_id, key)
+                else:
+                    self.client.set_tag(run_id, key, before)
+            except Exception:
+                failed.append(f"{key} of run {run_id[:8]}")
+        self._undo.clear()
+        return ", ".join(failed)
+
+
+def _retag(tags: _Tags, winner: Run) -> list[str]:
+    """The winner promoted=true first, then the runs promoted before false: a store that fails half way never leaves
+    the runtime's run unmarked while another's mark was taken away."""
+    client = tags.client
     previous = [
-        r.info.run_id
-        for r in runlib.promoted_runs(client, [winner.info.experiment_id])
-        if r.info.run_id != winner.info.run_id
+        r for r in runlib.promoted_runs(client, [winner.info.experiment_id]) if r.info.run_id != winner.info.run_id
     ]
-    for run_id in previous:
-        client.set_tag(run_id, PROMOTED, "false")
-    client.set_tag(winner.info.run_id, PROMOTED, "true")
+    tags.set(winner, PROMOTED, "true")
+    for run in previous:
+        tags.set(run, PROMOTED, "false")
     parent_id = winner.data.tags.get(PARENT_RUN)
     if parent_id:
-        client.set_tag(parent_id, PROMOTED_RUN, winner.info.run_id)
-    return previous
+        tags.set(client.get_run(parent_id), PROMOTED_RUN, winner.info.run_id)
+    return [run.info.run_id for run in previous]
 
 
-def _retag_scratch(client: MlflowClient, winner: Run, config_path: Path) -> None:
+def _retag_scratch(tags: _Tags, winner: Run, config_path: Path) -> None:
     """The winner serves the scratch runtime (promoted=scratch, unless the tracked runtime serves it too); the runs
     that served that scratch runtime before no longer do."""
-    for run in runlib.scratch_promoted_runs(client, [winner.info.experiment_id], str(config_path)):
-        if run.info.run_id != winner.info.run_id and run.data.tags.get(PROMOTED) == PROMOTED_SCRATCH_VALUE:
-            client.set_tag(run.info.run_id, PROMOTED, "false")
-    client.set_tag(winner.info.run_id, PROMOTED_SCRATCH, str(config_path))
+    tags.set(winner, PROMOTED_SCRATCH, str(config_path))
     if winner.data.tags.get(PROMOTED) != "true":
-        client.set_tag(winner.info.run_id, PROMOTED, PROMOTED_SCRATCH_VALUE)
+        tags.set(winner, PROMOTED, PROMOTED_SCRATCH_VALUE)
+    for run in runlib.scratch_promoted_runs(tags.client, [winner.info.experiment_id], str(config_path)):
+        if run.info.run_id != winner.info.run_id and run.data.tags.get(PROMOTED) == PROMOTED_SCRATCH_VALUE:
+            tags.set(run, PROMOTED, "false")
 
 
 def _write_both(
     cfg_path: Path, old_cfg: str, new_cfg: str, config_path: Path, old_config: str, new_config: str
-) -> None:
-    """The cfg, then config.yaml; if the second write fails the first is undone (both or neither). A crash between
-    the two leaves a pair kgserve refuses (config.yaml names the cfg it was written with: kgserve.servedcfg)."""
+) -> FileSwap:
+    """The cfg, then config.yaml; if the second write fails the first is put back (both or neither). The swap
+    returned puts both back if tagging the run then fails. A crash between the two leaves a pair kgserve refuses
+    (config.yaml names the cfg it was written with: kgserve.servedcfg)."""
+    swap = FileSwap()
     try:
-        atomic_write_text(cfg_path, new_cfg)
+        swap.write(cfg_path, new_cfg)
     except OSError as exc:
-        raise PromoteError(f"cannot write {cfg_path}: {exc}; nothing changed") from exc
+        raise PromoteError(f"cannot write {cfg_path}: {_os_line(exc)}; nothing changed") from exc
     pause = os.environ.get(PAUSE_ENV)
     if pause:
         print(f"kgbench-promote: {cfg_path} written, pausing {pause} s before {config_path}", file=sys.stderr,
               flush=True)  # fmt: skip
         time.sleep(float(pause))
     if new_config == old_config:
-        return
+        return swap
     try:
-        atomic_write_text(config_path, new_config)
+        swap.write(config_path, new_config)
     except OSError as exc:
-        if old_cfg:
-            atomic_write_text(cfg_path, old_cfg)
-        else:
-            cfg_path.unlink(missing_ok=True)
-        raise PromoteError(f"cannot write {config_path}: {exc}; {cfg_path} restored, nothing changed") from exc
+        raise PromoteError(
+            f"cannot write {config_path}: {_os_line(exc)}; {cfg_path} restored, nothing changed"
+        ) from exc
+    return swap
+
+
+def _os_line(exc: OSError) -> str:
+    return describe(exc) or exc.strerror or str(exc)
 
 
 def _refusal(selection: Selection, sweep_id: str) -> PromoteError:
@@ -339,13 +377,23 @@ def _write_runtime(
     if args.dry_run:
         print(f"dry run: nothing written, no run tagged; it would write {where} ({serving}); --diff shows the changes")
         return 0
-    _write_both(cfg_path, old_cfg, new_cfg, config_path, old_config, new_config)
+    swap = _write_both(cfg_path, old_cfg, new_cfg, config_path, old_config, new_config)
+    tags = _Tags(client)
     previous: list[str] = []
-    if target.scratch is not None:
-        # the tracked runtime still serves what it served: its promoted=true run keeps its tag
-        _retag_scratch(client, run, config_path)
-    else:
-        previous = _retag(client, run)
+    try:
+        if target.scratch is not None:
+            # the tracked runtime still serves what it served: its promoted=true run keeps its tag
+            _retag_scratch(tags, run, config_path)
+        else:
+            previous = _retag(tags, run)
+    except Exception as exc:  # the store refused a tag: the files go back, so that runtime and store agree
+        swap.undo()
+        left = tags.undo()
+        why = store_error(exc, client.tracking_uri) or f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        kept = f"; these tags could not be put back: {left}" if left else ""
+        line = f"cannot tag run {winner.run_id} promoted: {why}; the runtime files restored, nothing promoted{kept}"
+        raise PromoteError(line) from exc
+    swap.keep()
     explicit = args.config is not None or target.scratch is not None
     serve = serve_command(config_path) if explicit else "python -m kgserve"
     untagged = f"; run(s) {', '.join(p[:8] for p in previous)} no longer promoted" if previous else ""
@@ -488,8 +536,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.slo_ms is not None and args.objective != "goodput":
         print("error: --slo-ms is goodput's objective: use it with --objective goodput", file=sys.stderr)
         return 2
-    if args.verify:
-        return _verify_main(args)
+    try:
+        return _verify_main(args) if args.verify else _promote_main(args)
+    except Exception as exc:  # a full, damaged or unreachable store: its one line (anything else is a bug: shown)
+        if (error := store_error(exc, args.tracking_uri or tracking_uri())) is None:
+            raise
+        print(f"error: {error}; nothing {'checked' if args.verify else 'promoted'}", file=sys.stderr)
+        return 1
+
+
+def _promote_main(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(args.config)
     except ConfigError as exc:

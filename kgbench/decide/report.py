@@ -32,7 +32,8 @@ from kgbench.decide.nets import CHOICE_NOTE, net_bests, net_of, nets_frame
 from kgbench.decide.reportplots import concurrency_plot, pareto_plot
 from kgbench.decide.selection import RULE, Selection
 from kgbench.track.coldstart import ColdStart, cold_start
-from kgbench.track.schema import BACKEND, BUILD_GROUP, PROMOTED, SIMULATED, TRT_CACHE
+from kgbench.track.schema import BACKEND, BUILD_GROUP, PROMOTED, SIMULATED, TRT_CACHE, tracking_uri
+from kgbench.track.store_errors import store_error
 from kgserve.paths import PROJECT_ROOT
 
 __all__ = ["Report", "build_table", "main", "markdown_table", "write_report"]
@@ -304,6 +305,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tracking-uri", default=None, help="default: MLFLOW_TRACKING_URI or sqlite:///<repo>/mlflow.db")
     p.add_argument("--no-log", action="store_true", help="do not log the report to the parent run")
     args = p.parse_args(argv)
+    try:
+        return _report(args)
+    except Exception as exc:  # a full, damaged or unreachable store, or a full disk: its one line (a bug: shown)
+        if (error := store_error(exc, args.tracking_uri or tracking_uri(), args.out)) is None:
+            raise
+        print(f"error: {error}; no report", file=sys.stderr)
+        return 1
+
+
+def _report(args: argparse.Namespace) -> int:
     try:
         client = runlib.make_client(args.tracking_uri)
         for line in runlib.mark_dead_runs(client, args.experiment, "report"):

@@ -45,7 +45,9 @@ from kgbench.track.schema import (
     UNSTABLE,
     tracking_uri,
 )
+from kgbench.track.store_errors import readable_runs
 from kgbench.track.tracking import DEFAULT_EXPERIMENT, SIM_EXPERIMENT
+from kgbench.track.tracking import make_client as tracking_client
 
 __all__ = [
     "DEFAULT_EXPERIMENT",
@@ -83,7 +85,7 @@ def make_client(store: str | None = None) -> MlflowClient:
         db = Path(uri.removeprefix("sqlite:///"))
         if not db.exists():
             raise SweepNotFound(f"no MLflow store at {db}: run a sweep first (python -m kgbench -m ...)")
-    return MlflowClient(tracking_uri=uri)
+    return tracking_client(uri)
 
 
 def _experiment_ids(client: MlflowClient, experiment: str | None) -> list[str]:
@@ -138,7 +140,7 @@ def sweep_children(client: MlflowClient, parent: Run) -> list[Run]:
     if not runs and sweep_id:
         query = f"tags.`{SWEEP_ID}` = '{sweep_id}' and tags.`{ROLE}` = '{ROLE_JOB}'"
         runs = client.search_runs(exp, query, max_results=5000)
-    return sorted(runs, key=lambda r: (r.info.start_time or 0, r.info.run_id))
+    return sorted(readable_runs(runs), key=lambda r: (r.info.start_time or 0, r.info.run_id))
 
 
 def promoted_runs(client: MlflowClient, experiment_ids: Sequence[str]) -> list[Run]:

@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from kgbench.sweep import progress, state, sweep_end
 from kgbench.sweep.labels import BOOKKEEPING, display_overrides  # light: kgbench.__main__ uses them without MLflow
-from kgbench.track import tracking
+from kgbench.track import store_errors, tracking
 from kgbench.track.reaper import reap_dead_runs
 from kgbench.track.schema import SKIPPED_JOBS
 from kgserve.engine.client import is_simulated
@@ -77,9 +77,11 @@ def _note(message: str) -> None:
 
 def open_sweep(
     config: DictConfig, jobs: int | None, *, simulated: bool, skipped: Sequence[tuple[str, str]] = ()
-) -> None:
+) -> str | None:
     """The sweep's parent run (in kgbench-sim when every job runs the simulated engine, unless mlflow.experiment
-    names one), its environment for the jobs and its progress bar. `skipped`: (job, why) the preflight left out."""
+    names one), its environment for the jobs and its progress bar. `skipped`: (job, why) the preflight left out.
+    Returns the line that says why the store cannot take the sweep (full, damaged, unreachable), after printing it;
+    None when the parent run is open (or failed otherwise: the jobs record themselves)."""
     try:
         overrides = list(config.hydra.overrides.task)
         sweep_id = f"{datetime.now(UTC):%Y-%m-%d_%H-%M-%S}-{uuid.uuid4().hex[:6]}"
@@ -100,7 +102,23 @@ def open_sweep(
         _note(f"sweep {sweep_id}: MLflow parent run {parent} in experiment {experiment} at {tracking.tracking_uri()}")
         progress.start_sweep(jobs)
     except Exception as exc:
+        if (error := store_errors.store_error(exc, tracking.tracking_uri())) is not None:
+            line = f"cannot open the sweep: {error}"
+            _note(line)
+            return line
         _note(f"cannot create the MLflow parent run: {type(exc).__name__}: {exc}")
+    return None
+
+
+def _end_parent(sweep: state.SweepRun | None) -> None:
+    """The parent run FAILED when its summary could not be written: never RUNNING for good, if the store lets it."""
+    if sweep is None:
+        return
+    try:
+        tracking.finish_run(tracking.make_client(), sweep.parent_run_id, False)
+    except Exception as exc:
+        error = store_errors.store_error(exc, tracking.tracking_uri())
+        _note(f"the sweep's parent run {sweep.parent_run_id} stays RUNNING: {error or type(exc).__name__}")
 
 
 class KgbenchCallback(Callback):
@@ -123,7 +141,12 @@ class KgbenchCallback(Callback):
             progress.stop_sweep()
             sweep_end.summarise(state.sweep_run(), Path(str(config.hydra.sweep.dir)))
         except Exception as exc:
-            _note(f"cannot summarise the sweep: {type(exc).__name__}: {exc}")
+            error = store_errors.store_error(exc, tracking.tracking_uri())
+            line = f"cannot summarise the sweep: {error or f'{type(exc).__name__}: {exc}'}"
+            _note(" ".join(line.split()))
+            if error is not None:  # the exit status says so, and the parent run is ended when the store lets it
+                state.fail(str(error))
+                _end_parent(state.sweep_run())
         finally:
             for name in _SWEEP_ENV:
                 os.environ.pop(name, None)

@@ -3,8 +3,9 @@
 The grid is Hydra's (the product of the sweep overrides, in batches of ``max_batch_size``); before launching, every
 job's config is composed (as Hydra's own validation does). The preflight (kgbench.sweep.preflight) leaves out the
 jobs whose engine cannot start here, saying which and why, and refuses a sweep with none left before anything is
-recorded; then the sweep's MLflow parent run is opened (kgbench.sweep.callbacks.open_sweep) and the jobs are
-reordered by ``build_key`` (kgbench.sweep.grouping) so the user need not order the overrides.
+recorded; then the sweep's MLflow parent run is opened (kgbench.sweep.callbacks.open_sweep: a store that cannot take
+it refuses the sweep, one line) and the jobs are reordered by ``build_key`` (kgbench.sweep.grouping) so the user
+need not order the overrides.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from kgbench.sweep import preflight, state
 from kgbench.sweep.callbacks import display_overrides, open_sweep
 from kgbench.sweep.grouping import build_key, group_jobs
+from kgbench.track import store_errors
 from kgserve.engine.client import is_simulated
 
 __all__ = ["GroupedSweeper"]
@@ -55,8 +57,24 @@ class GroupedSweeper(BasicSweeper):
             )
         assert self.config is not None
         simulated = all(is_simulated(str(configs[tuple(job)].get("backend", ""))) for job in ordered)
-        open_sweep(self.config, len(ordered), simulated=simulated, skipped=plan.skipped if plan else ())
+        skipped = plan.skipped if plan else ()
+        if refusal := open_sweep(self.config, len(ordered), simulated=simulated, skipped=skipped):
+            state.refuse(refusal)  # a full, damaged or unreachable store: no job could record itself
+            return []
         return list(BasicSweeper.split_overrides_to_chunks(ordered, max_batch_size))
+
+    def sweep(self, arguments: list[str]) -> Any:
+        """Hydra's sweep; a full or read-only multirun folder (Hydra writes each job's .hydra/ there before the job
+        runs) ends it with one line and exit 1, and the sweep's end still runs (a raise here would skip it)."""
+        try:
+            return super().sweep(arguments)
+        except OSError as exc:
+            if (problem := store_errors.describe(exc)) is None:
+                raise
+            line = f"the sweep stopped: folder {self.config.hydra.sweep.dir if self.config else '?'}: {problem}"
+            _note(line)
+            state.fail(line)
+            return []  # no job returns (a race after the sweep finds no contenders)
 
     def _preflight(
         self, jobs: Sequence[Sequence[str]], configs: dict[tuple[str, ...], DictConfig]

@@ -9,6 +9,7 @@ import contextlib
 import json
 import math
 import os
+import sys
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -37,7 +38,7 @@ from kgbench.sweep.interrupt import interrupt_reason
 from kgbench.sweep.progress import JobProgress, job_done
 from kgbench.targets.base import TargetError
 from kgbench.targets.serving import changes_json, serving_line, serving_params, serving_settings
-from kgbench.track import tracking
+from kgbench.track import store_errors, tracking
 from kgbench.track.naming import job_name
 from kgbench.track.record import (
     CFG_SHA256_PARAM,
@@ -244,12 +245,24 @@ def run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
         job_done()  # the sweep's bar and its ETA
 
 
+def _end_failed(run: tracking.JobRun, reason: str) -> None:
+    """A run whose end could not be recorded in full: FAILED with its reason, else at least FAILED (one small write a
+    store short of space may still take), so that it never stays RUNNING when the store lets it be ended."""
+    for end in (lambda: run.finish(False, reason), lambda: tracking.finish_run(run.client, run.run_id, False)):
+        try:
+            end()
+            return
+        except Exception:
+            continue
+    print(f"kgbench: run {run.run_id} stays RUNNING: the store refused to end it ({reason})", file=sys.stderr)
+
+
 def _run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
     progress = JobProgress(ctx.job_index, ctx.job_total, ctx.label)
     ctx.job_dir.mkdir(parents=True, exist_ok=True)
     hydra_yaml = ctx.job_dir / "hydra_config.yaml"
+    run: tracking.JobRun | None = None
     try:
-        hydra_yaml.write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
         client = tracking.make_client()
         run = tracking.JobRun.start(
             client,
@@ -259,13 +272,20 @@ def _run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
             parent_run_id=ctx.parent_run_id,
             tags=_base_tags(cfg, ctx),
         )
+        # after the run exists: a job folder on a full disk is recorded as this job's failure, with its reason
+        hydra_yaml.write_text(OmegaConf.to_yaml(cfg, resolve=True), encoding="utf-8")
         run.log_artifact(hydra_yaml)
     except Exception as exc:
+        error = store_errors.store_error(exc, tracking.tracking_uri())
         failure = _one_line(
-            f"cannot record the job in MLflow at {tracking.tracking_uri()}: {type(exc).__name__}: {exc}"
+            f"cannot record the job: {error}"
+            if error is not None
+            else f"cannot record the job in MLflow at {tracking.tracking_uri()}: {type(exc).__name__}: {exc}"
         )
         progress.stage(f"FAILED: {failure}")
-        return JobOutcome(False, math.nan, failure)
+        if run is not None:
+            _end_failed(run, failure)
+        return JobOutcome(False, math.nan, failure, run.run_id if run is not None else None)
     value = math.nan
     reason = None
     try:
@@ -280,14 +300,18 @@ def _run_job(cfg: DictConfig, ctx: JobContext) -> JobOutcome:
         progress.stage(f"KILLED: {interrupt_reason()}")
         raise
     except Exception as exc:
-        reason = _one_line(f"{type(exc).__name__}: {exc}")
-        (ctx.job_dir / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
+        error = store_errors.store_error(exc, tracking.tracking_uri(), ctx.job_dir)  # a full disk or store: one line
+        reason = _one_line(str(error) if error is not None else f"{type(exc).__name__}: {exc}")
+        with contextlib.suppress(OSError):  # the job's folder may be the full disk
+            (ctx.job_dir / "error.txt").write_text(traceback.format_exc(), encoding="utf-8")
     try:
         run.log_artifact(ctx.job_dir / "error.txt")
         run.log_artifact(ctx.job_dir / "kgserve_stderr.log")
         run.finish(reason is None, reason)
     except Exception as exc:
-        reason = reason or _one_line(f"cannot finish the MLflow run: {type(exc).__name__}: {exc}")
+        error = store_errors.store_error(exc, tracking.tracking_uri())
+        reason = reason or _one_line(f"cannot finish the MLflow run: {error or f'{type(exc).__name__}: {exc}'}")
+        _end_failed(run, reason)
     if reason is not None:
         progress.stage(f"FAILED: {reason}")
         return JobOutcome(False, math.nan, reason, run.run_id)

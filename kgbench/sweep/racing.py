@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 from kgbench.decide import runs as runlib
 from kgbench.decide.race import RaceSettings, contenders, replicate_counts, run_race
 from kgbench.decide.selection import choose_winner, objective_for
-from kgbench.sweep import progress
+from kgbench.sweep import progress, state
 from kgbench.sweep.callbacks import ENV_JOBS, ENV_PARENT
 from kgbench.track import tracking
 from kgbench.track.schema import JOB_OVERRIDES, RACE, RACE_ROUND
@@ -46,7 +46,10 @@ def _smoke(config: DictConfig) -> bool:
 
 
 def race_after_sweep(sweeper: Any, returns: Sequence[Sequence[Any]]) -> None:
-    """Race the sweep's contenders with ``sweeper``'s launcher (a sweeper that launched ``returns``)."""
+    """Race the sweep's contenders with ``sweeper``'s launcher (a sweeper that launched ``returns``); none after a
+    sweep whose store or folder failed (its line said so)."""
+    if state.failed():
+        return
     try:
         _race(sweeper.launcher, sweeper.config, sum(len(batch) for batch in returns))
     except Exception as exc:  # a race must never cost the sweep its summary

@@ -1,6 +1,7 @@
 """What this process's sweep is and what its jobs achieved: the sweep's MLflow parent run once it is opened, a
-preflight's refusal, and the exit status of `python -m kgbench` (0: at least one job ok, or no job at all as with
---help; 1: no job succeeded; 2: refused before any job, nothing recorded)."""
+preflight's refusal, a store or folder that failed, and the exit status of `python -m kgbench` (0: at least one job
+ok, or no job at all as with --help; 1: no job succeeded, or the store or the multirun folder failed; 2: refused
+before any job, nothing recorded)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass
 __all__ = [
     "SweepRun",
     "exit_status",
+    "fail",
+    "failed",
     "record_job",
     "refuse",
     "refused",
@@ -31,6 +34,7 @@ _jobs: list[bool] = []
 _sweep: dict[str, int] = {}
 _run: list[SweepRun] = []
 _refusal: list[str] = []
+_faults: list[str] = []
 
 
 def reset() -> None:
@@ -38,6 +42,7 @@ def reset() -> None:
     _sweep.clear()
     _run.clear()
     _refusal.clear()
+    _faults.clear()
 
 
 def record_job(ok: bool) -> None:
@@ -62,6 +67,16 @@ def refuse(message: str) -> None:
     _refusal.append(message)
 
 
+def fail(message: str) -> None:
+    """The sweep could not finish as planned (its store or its folder failed): exit 1 even if a job succeeded."""
+    _faults.append(message)
+
+
+def failed() -> bool:
+    """The sweep's store or folder failed (`fail`): nothing more is launched (no race of its contenders)."""
+    return bool(_faults)
+
+
 def refused() -> bool:
     return bool(_refusal)
 
@@ -69,6 +84,8 @@ def refused() -> bool:
 def exit_status() -> int:
     if _refusal:
         return 2
+    if _faults:
+        return 1
     if _sweep:  # the sweep summary read from MLflow wins (jobs may have run in other processes)
         return 0 if _sweep["succeeded"] > 0 else 1
     if not _jobs:  # nothing ran (--help, --cfg job, ...)

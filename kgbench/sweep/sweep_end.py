@@ -20,7 +20,7 @@ from kgbench.decide.runtimes import promote_command, shown_path
 from kgbench.decide.selection import choose_winner, objective_for
 from kgbench.decide.verdict import verdict_line
 from kgbench.sweep import state
-from kgbench.track import summary, tracking
+from kgbench.track import store_errors, summary, tracking
 from kgbench.track.coldstart import cold_start
 from kgbench.track.mlflow_ui import runs_url
 from kgbench.track.reaper import mark_killed
@@ -85,7 +85,8 @@ def summarise(sweep: state.SweepRun | None, sweep_dir: Path) -> None:
         where = f"the sweep's parent run and {shown_path(report_dir)}/"
         print(f"kgbench: the table, the Pareto plot and req/s against concurrency of every job: {where}", flush=True)
     except Exception as exc:  # the plots are a view: the sweep and its runs stand without them
-        _note(f"cannot write the sweep's report: {type(exc).__name__}: {exc}")
+        error = store_errors.store_error(exc, tracking.tracking_uri(), report_dir)
+        _note(" ".join(f"cannot write the sweep's report: {error or f'{type(exc).__name__}: {exc}'}".split()))
     url = runs_url(sweep.experiment_id, tracking.tracking_uri())
     print(f"kgbench: the runs in `mlflow ui` (started in this folder; this link opens them): {url}", flush=True)
     parent_run = tracking.JobRun(client, sweep.parent_run_id)

@@ -24,6 +24,7 @@ from kgbench.track.schema import (
     RACE_ROUND,
     SYNTHETIC_NET,
 )
+from kgbench.track.store_errors import readable_runs
 
 __all__ = ["COLUMNS", "child_runs", "contended_line", "format_table", "overheads", "skipped_text", "sweep_table"]
 
@@ -49,7 +50,10 @@ COLUMNS: list[tuple[str, str]] = [
 
 
 def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> list[Run]:
-    return list(client.search_runs([experiment_id], f"tags.`{PARENT_RUN}` = '{parent_run_id}'", max_results=5000))
+    """The sweep's job runs; one whose metrics are not numbers is skipped with its reason (store_errors)."""
+    return readable_runs(
+        client.search_runs([experiment_id], f"tags.`{PARENT_RUN}` = '{parent_run_id}'", max_results=5000)
+    )
 
 
 def _served(param: str) -> bool:

@@ -9,10 +9,12 @@ the wrong run.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
 import socket
+import sqlite3
 import subprocess
 import time
 from collections.abc import Mapping
@@ -25,6 +27,7 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.load.ladder import knee
 from kgbench.load.types import LevelSummary, LoadResult
+from kgbench.track import store_errors
 from kgbench.track.mlflow_ui import label_experiment
 from kgbench.track.plots import write_plots
 from kgbench.track.reaper import mark_killed, owner_tags
@@ -104,8 +107,28 @@ def artifact_root(uri: str) -> Path | None:
     return None
 
 
-def make_client() -> MlflowClient:
-    return MlflowClient(tracking_uri=tracking_uri())
+_opened: set[str] = set()  # stores this process has opened (and MLflow has created or migrated)
+
+
+def make_client(uri: str | None = None) -> MlflowClient:
+    """A client of the store at `uri` (default: tracking_uri()), ready to use: MLflow's HTTP retries bounded to
+    seconds and a server's port checked first; a sqlite store created or migrated under its lock the first time
+    (kgbench.track.store_errors). A store that cannot be used raises StoreError, its one line."""
+    uri = uri or tracking_uri()
+    store_errors.bound_http()
+    try:
+        store_errors.probe(uri)
+        if uri in _opened:
+            return MlflowClient(tracking_uri=uri)
+        with store_errors.sqlite_init_lock(uri):  # MLflow creates and migrates a new store as the client is made
+            client = MlflowClient(tracking_uri=uri)
+            client.search_experiments(max_results=1)
+        _opened.add(uri)
+    except Exception as exc:
+        if (error := store_errors.store_error(exc, uri)) is not None:
+            raise error from exc
+        raise
+    return client
 
 
 def ensure_experiment(client: MlflowClient, name: str) -> str:
@@ -172,7 +195,34 @@ def create_sweep_run(
 
 
 def finish_run(client: MlflowClient, run_id: str, ok: bool) -> None:
-    client.set_terminated(run_id, "FINISHED" if ok else "FAILED")
+    """The run ended FINISHED or FAILED. A sqlite store on a full disk refuses MLflow's write (its journal needs
+    space): the run's status is then changed in place (`_end_in_place`), so that it does not stay RUNNING for good."""
+    status = "FINISHED" if ok else "FAILED"
+    try:
+        client.set_terminated(run_id, status)
+    except Exception as exc:
+        if not _end_in_place(str(client.tracking_uri), run_id, status, exc):
+            raise
+
+
+def _end_in_place(uri: str, run_id: str, status: str, exc: BaseException) -> bool:
+    """One row's status and end time rewritten in the pages the database already has, its journal in memory: no new
+    space needed (MLflow's own write journals to a file, which a full disk refuses). Only for a full disk's
+    sqlite store; False when it does not apply or fails too."""
+    db = store_errors.sqlite_path(uri)
+    if db is None or not (store_errors.describe(exc) or "").startswith("the disk is full"):
+        return False
+    try:
+        with contextlib.closing(sqlite3.connect(db, timeout=10)) as conn:
+            conn.execute("PRAGMA journal_mode=MEMORY")
+            done = conn.execute(
+                "UPDATE runs SET status = ?, end_time = ? WHERE run_uuid = ? AND status = 'RUNNING'",
+                (status, int(time.time() * 1000), run_id),
+            )
+            conn.commit()
+            return done.rowcount == 1
+    except sqlite3.Error:
+        return False
 
 
 def _finite(value: Any) -> float | None:
