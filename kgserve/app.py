@@ -34,6 +34,7 @@ from kgserve.http.access import AccessMiddleware
 from kgserve.http.apidocs import docs_routes
 from kgserve.http.intake import AnalysisEndpoint
 from kgserve.http.logredact import install_redactor
+from kgserve.http.pacing import RequestPacer
 from kgserve.http.routes import router
 from kgserve.katago.cfg import cfg_max_visits
 from kgserve.metrics import Metrics
@@ -101,6 +102,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     metrics = Metrics(
         status=lambda: ctx.pool.status() if ctx.pool is not None else None,
         inflight=lambda: admission.inflight,
+        refusals=lambda: admission.clients.refusals,
     )
     factory = pool_factory or default_pool_factory
 
@@ -135,9 +137,10 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     if settings.websocket.enabled:
         install_redactor()  # uvicorn logs the handshake's query string, which may hold the token
         app.add_api_websocket_route(settings.websocket.path, websocket_endpoint)
-    rates = admission.request_rates  # requests a second per client: one bucket for /analysis and the other routes
-    app.add_middleware(AccessMiddleware, metrics=metrics, auth=auth, rates=rates)
-    app.analysis_app = AccessMiddleware(AnalysisEndpoint(ctx), metrics=metrics, auth=auth, rates=rates)
+    # requests a second per client while others have some in progress: one pacer for /analysis and the other routes
+    pacer = RequestPacer(admission.request_rates)
+    app.add_middleware(AccessMiddleware, metrics=metrics, auth=auth, pacer=pacer)
+    app.analysis_app = AccessMiddleware(AnalysisEndpoint(ctx), metrics=metrics, auth=auth, pacer=pacer)
     proxies = TrustedProxies(settings.server.trusted_proxies)
     if proxies:  # clients behind them are told apart by X-Forwarded-For; with none, nothing reads the header
         app.forwarded = ForwardedClients(app.dispatch, proxies=proxies, clients=admission.clients, metrics=metrics)

@@ -10,8 +10,9 @@ For an HTTP request or a WebSocket handshake whose TCP peer is a trusted proxy, 
   minute;
 - counts the request (or the WebSocket, for as long as it is open) against the forwarded client's
   `limits.max_connections_per_client`: the proxy's own connections are left out of that count (kgserve.http.
-  httpguard), and a client's connections to the proxy become its requests in progress here. Past the cap: 429
-  with the connection cap's text (the proxy's connection stays open: other clients use it too).
+  httpguard), and a client's connections to the proxy become its requests in progress here. Past the cap (engaged,
+  as for direct connections, only in the connection budget's last share) or the budget: 429 with its text, an
+  access line and `kgserve_refusals_total{reason}` (the proxy's connection stays open: other clients use it too).
 
 A request from any other peer passes untouched: its header is never read.
 """
@@ -24,8 +25,9 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kgserve.admission.clients import ClientTable, over_connections_text
+from kgserve.admission.clients import ClientTable
 from kgserve.admission.proxies import FORWARDED_FOR, TrustedProxies
+from kgserve.logformat import write_access_line
 from kgserve.metrics import Metrics
 
 __all__ = ["ForwardedClients"]
@@ -51,8 +53,11 @@ class ForwardedClients:
         address = self._client(peer[0], [value for key, value in scope["headers"] if key == FORWARDED_FOR])
         scope["client"] = (address, 0)
         scope.setdefault("state", {}).setdefault("log_extra", {})["client"] = address
-        if not self.clients.connect(address):
-            await _refuse(scope, send, over_connections_text(self.clients.max_connections))
+        reason = self.clients.connect(address)
+        if reason is not None:
+            self.clients.refused(reason)
+            write_access_line(f"connection refused client={address} status=429 outcome=overloaded reason={reason}")
+            await _refuse(scope, send, self.clients.refusal_text(reason))
             return
         try:
             await self.app(scope, receive, send)

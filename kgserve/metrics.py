@@ -16,6 +16,9 @@
                                            (bound="connection") or limits.max_messages_per_s_per_client ("client")
 - kgserve_requests_paced_total               HTTP requests that waited, past limits.max_requests_per_s_per_client
 - kgserve_forwarded_for_invalid_total       X-Forwarded-For headers of a trusted proxy that could not be read
+- kgserve_refusals_total{reason}            connections, requests and WebSocket queries refused, by reason
+                                           (server_connections, client_connections, server_inflight, client_inflight,
+                                           memory, request_inflight, request_memory: kgserve.admission)
 
 Engine figures are read from the pool's status() at scrape time. The two per-request series are plain counts
 (`_RequestCounts`) turned into metric families at scrape time: prometheus_client's Counter.inc and
@@ -40,12 +43,24 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0
 
 
 class _LiveCollector(Collector):
-    def __init__(self, status: Callable[[], Mapping[str, Any] | None], inflight: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        status: Callable[[], Mapping[str, Any] | None],
+        inflight: Callable[[], int],
+        refusals: Callable[[], Mapping[str, int]] | None = None,
+    ) -> None:
         self._status = status
         self._inflight = inflight
+        self._refusals = refusals
 
     def collect(self) -> Iterator[Metric]:
         yield GaugeMetricFamily("kgserve_inflight_queries", "Queries admitted and not finished", value=self._inflight())
+        refused = CounterMetricFamily(
+            "kgserve_refusals", "Connections, requests and WebSocket queries refused, by reason", labels=["reason"]
+        )
+        for reason, count in sorted((self._refusals() if self._refusals is not None else {}).items()):
+            refused.add_metric([reason], float(count))
+        yield refused
         up = GaugeMetricFamily("kgserve_engine_up", "1 when the engine is ready", labels=["engine"])
         restarts = CounterMetricFamily("kgserve_engine_restarts", "Engine restarts", labels=["engine"])
         visits = GaugeMetricFamily(
@@ -118,7 +133,12 @@ def _bound_text(bound: float) -> str:
 
 
 class Metrics:
-    def __init__(self, status: Callable[[], Mapping[str, Any] | None], inflight: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        status: Callable[[], Mapping[str, Any] | None],
+        inflight: Callable[[], int],
+        refusals: Callable[[], Mapping[str, int]] | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._requests = _RequestCounts()
         self.registry.register(self._requests)
@@ -151,7 +171,7 @@ class Metrics:
             "X-Forwarded-For headers from a trusted proxy (server.trusted_proxies) that could not be read",
             registry=self.registry,
         )
-        self.registry.register(_LiveCollector(status, inflight))
+        self.registry.register(_LiveCollector(status, inflight, refusals))
         self.observe = self._requests.observe  # one request's outcome and latency (None: not timed, /metrics)
 
     def websocket_opened(self) -> None:

@@ -152,7 +152,10 @@ class LimitsSettings(_Strict):
     min_report_interval_s: float = Field(0.1, ge=0.001, le=1e6)
     # per client (address, and token where auth is on; connections: per address): docs/http-limits.md
     max_inflight_per_client: int = Field(512, ge=1)  # over it: 429 / an error line
-    max_connections_per_client: int = Field(64, ge=1)  # HTTP and WebSocket; over it: 429 and the connection closed
+    # HTTP and WebSocket; engaged only in the last 1/8 of max_connections (kept for newcomers): there, a new connection
+    # from an address holding this many gets 429 and is closed (kgserve.admission.clients)
+    max_connections_per_client: int = Field(64, ge=1)
+    max_connections: int = Field(0, ge=0)  # open connections, all clients; 0: from RLIMIT_NOFILE (less 1/16, >= 64)
     max_partial_bytes_per_s: int = Field(4 << 20, ge=0)  # partial lines past this rate are not sent (0: no cap)
     # lines (queries, actions, anything) a client may send a second over all its WebSockets, a second's worth of
     # burst; past it its messages wait in its own sockets (kgserve.admission.rates; 0: no bound)

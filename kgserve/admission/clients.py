@@ -8,14 +8,46 @@ told apart by their tokens). Behind a proxy listed in `server.trusted_proxies` t
 once its request's headers have come (a trusted proxy's requests count per forwarded address, kgserve.forwarded).
 An entry lives while its client holds anything, so the table stays as
 small as the set of active clients, whatever addresses come and go.
+
+Connections are work-conserving (issue 40): an address may open as many as the server's connection budget holds
+(`connection_budget`: the file-descriptor limit, less a share kept for the engines' pipes and files), except its
+last 1/NEWCOMER_DIVISOR, kept for addresses holding fewer than `limits.max_connections_per_client`: so a batch client
+with 512 or 1,024 connections on one address is accepted while descriptors are free, and a newcomer still gets in
+when it has taken all the rest. Only a connection past those bounds is refused (429 and closed, an access line and
+`kgserve_refusals_total{reason}`): holding it instead would hold the very descriptor that is short.
 """
 
 from __future__ import annotations
 
+import resource
 import time
 from dataclasses import dataclass, field
 
-__all__ = ["Client", "ClientTable", "client_key", "over_connections_text"]
+__all__ = [
+    "FDS_KEPT_DIVISOR",
+    "FDS_KEPT_MIN",
+    "NEWCOMER_DIVISOR",
+    "Client",
+    "ClientTable",
+    "client_key",
+    "connection_budget",
+    "over_budget_text",
+    "over_connections_text",
+]
+
+FDS_KEPT_MIN = 64  # descriptors never given to connections: engines' pipes, log files, the listening socket...
+FDS_KEPT_DIVISOR = 16  # ... or 1/16 of the limit, whichever is more
+NEWCOMER_DIVISOR = 8  # the connection budget's last 1/8: only for addresses under limits.max_connections_per_client
+UNLIMITED_FDS = 1 << 20  # what RLIM_INFINITY counts as (Linux's default nr_open)
+
+
+def connection_budget(open_files: int | None = None) -> int:
+    """Connections one kgserve process may hold open: its RLIMIT_NOFILE (soft), less what it keeps for the rest."""
+    if open_files is None:
+        open_files = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if open_files == resource.RLIM_INFINITY or open_files <= 0:
+        open_files = UNLIMITED_FDS
+    return max(1, open_files - max(FDS_KEPT_MIN, open_files // FDS_KEPT_DIVISOR))
 
 
 def client_key(address: str | None, credential: str | None = None) -> str:
@@ -24,11 +56,21 @@ def client_key(address: str | None, credential: str | None = None) -> str:
     return host if credential is None else f"{host}|{credential}"
 
 
-def over_connections_text(max_connections: int) -> str:
-    """What a client past `limits.max_connections_per_client` is told (with a 429)."""
+def over_connections_text(max_connections: int, budget: int = 0) -> str:
+    """What a client past `limits.max_connections_per_client` is told (with a 429), once the server's connections
+    are nearly all taken (`budget`: the connection budget; 0: the text of a proxy's forwarded client)."""
+    held = f" while the server's {budget} connections are nearly all taken" if budget else ""
     return (
-        f"kgserve: over the limit of {max_connections} open connections from this client "
+        f"kgserve: over the limit of {max_connections} open connections from this client{held} "
         "(limits.max_connections_per_client)"
+    )
+
+
+def over_budget_text(budget: int) -> str:
+    """What a new connection is told (with a 429) when the server holds all the connections it may."""
+    return (
+        f"kgserve: the server holds the {budget} connections its file-descriptor limit allows "
+        "(limits.max_connections, RLIMIT_NOFILE); retry later"
     )
 
 
@@ -63,25 +105,46 @@ class Client:
 class ClientTable:
     """The clients holding anything now; `connections` counts open connections per address."""
 
-    def __init__(self, max_connections: int, partial_rate: float = 0.0) -> None:
-        self.max_connections = max_connections
+    def __init__(self, max_connections: int, partial_rate: float = 0.0, budget: int = 0) -> None:
+        self.max_connections = max_connections  # per address, engaged only in the budget's last share
+        self.budget = budget or connection_budget()  # connections, all addresses together
+        self.open = self.budget - self.budget // NEWCOMER_DIVISOR  # what addresses at their cap may fill
         self.partial_rate = partial_rate
         self.clients: dict[str, Client] = {}
         self.connections: dict[str, int] = {}
+        self.total = 0  # open connections counted, all addresses
+        self.refusals: dict[str, int] = {}  # every refusal a client met, by reason (kgserve_refusals_total{reason})
+
+    def refused(self, reason: str) -> None:
+        """Count a refusal (a connection, a request, a WebSocket query) for kgserve_refusals_total{reason}."""
+        self.refusals[reason] = self.refusals.get(reason, 0) + 1
 
     # -- connections (per address) -------------------------------------------------------------------------
-    def connect(self, address: str | None) -> bool:
-        """Count a new connection from `address`; False (not counted) when it would pass the cap."""
+    def connect(self, address: str | None) -> str | None:
+        """Count a new connection from `address`; or why it is refused (not counted): `server_connections` when
+        the budget is full, `client_connections` when only its newcomers' share is left and `address` holds
+        `max_connections` already."""
         host = address or "-"
         count = self.connections.get(host, 0)
-        if count >= self.max_connections:
-            return False
+        if self.total >= self.budget:
+            return "server_connections"
+        if count >= self.max_connections and self.total >= self.open:
+            return "client_connections"
         self.connections[host] = count + 1
-        return True
+        self.total += 1
+        return None
+
+    def refusal_text(self, reason: str) -> str:
+        """What a connection refused for `reason` (connect's) is told."""
+        if reason == "server_connections":
+            return over_budget_text(self.budget)
+        return over_connections_text(self.max_connections, self.budget)
 
     def disconnect(self, address: str | None) -> None:
         host = address or "-"
         count = self.connections.get(host, 0) - 1
+        if count >= 0:
+            self.total -= 1
         if count > 0:
             self.connections[host] = count
         else:

@@ -4,8 +4,9 @@
   otherwise kgserve makes one. Routes find it in `request.state.request_id`.
 - Auth (see kgserve.auth): 401 with `WWW-Authenticate: Bearer` before the route runs; the credential a request
   presented (when any is configured) is in `state["credential"]`, for the per-client caps.
-- Pace (kgserve.http.pacing): a request past its client's `limits.max_requests_per_s_per_client` waits its turn
-  before the route runs; its response then carries `X-Paced-Ms`, its log line `paced_ms`.
+- Pace (kgserve.http.pacing): a request past its client's `limits.max_requests_per_s_per_client` while other
+  clients have requests in progress waits its turn before the route runs; its response then carries `X-Paced-Ms`,
+  its log line `paced_ms`.
 - One log line per request, at its very end (after the last body byte, or the disconnect):
   `request id=... POST /analysis status=200 outcome=ok latency_ms=... [queries=N] [detail=...]`.
   The route may set `request.state.outcome` (e.g. deadline, disconnect, engine_died) and `.log_extra`;
@@ -25,9 +26,8 @@ from urllib.parse import quote
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kgserve.admission.rates import Rates
 from kgserve.auth import TokenAuth
-from kgserve.http.pacing import PACED_HEADER, request_wait
+from kgserve.http.pacing import PACED_HEADER, RequestPacer
 from kgserve.logformat import write_access_line
 from kgserve.metrics import Metrics
 
@@ -83,11 +83,12 @@ def log_safe(value: object) -> str:
 
 
 class AccessMiddleware:
-    def __init__(self, app: ASGIApp, *, metrics: Metrics, auth: TokenAuth, rates: Rates | None = None) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics, auth: TokenAuth, pacer: RequestPacer | None = None) -> None:
         self.app = app
         self.metrics = metrics
         self.auth = auth
-        self.rates = rates  # requests a second per client (kgserve.http.pacing); None: no bound
+        # requests a second per client while others have requests in progress (kgserve.http.pacing); None: no bound
+        self.pacer = pacer if pacer is not None and pacer.enabled else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -118,18 +119,23 @@ class AccessMiddleware:
             allowed, state["credential"] = self.auth.check(
                 path, authorization.decode("latin-1") if authorization is not None else None
             )
+        pacer = self.pacer
+        paced: str | None = None  # the client key counted in progress by the pacer
         try:
             if not allowed:
                 await self._unauthorized(send_with_id)
             else:
-                wait = request_wait(self.rates, scope, state) if self.rates is not None else 0.0
-                if wait:
-                    await self._pace(wait, state, headers)
+                if pacer is not None:
+                    paced, wait = pacer.start(scope, state)
+                    if wait:
+                        await self._pace(wait, state, headers)
                 await self.app(scope, receive, send_with_id)
         except BaseException:
             state.setdefault("outcome", "error" if not status else outcome_for_status(status[0]))
             raise
         finally:
+            if paced is not None and pacer is not None:
+                pacer.finish(paced)
             self._finish(scope, state, status[0] if status else None, time.perf_counter() - started)
 
     async def _pace(self, wait: float, state: dict[str, Any], headers: list[tuple[bytes, bytes]]) -> None:

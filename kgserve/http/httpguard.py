@@ -18,8 +18,11 @@ is a protocol class for uvicorn.Config(http=...) that:
   `["hold_writes"]`, to send a response's head and body in one write (kgserve.http.heldwrites);
 - lets go of a connection upgraded to a WebSocket (its timers are cancelled: kgserve.ws.wsguard has its own
   bounds);
-- answers 429 and closes a new connection from an address that has `limits.max_connections_per_client` open
-  already (kgserve.admission.clients; a WebSocket's connection counts until it ends). A trusted proxy's
+- answers 429 and closes a new connection only past the server's connection budget (its file-descriptor limit), or,
+  in that budget's last share (kept for newcomers), from an address that has `limits.max_connections_per_client`
+  open already (kgserve.admission.clients; a WebSocket's connection counts until it ends): an access line
+  (`connection refused client=... reason=...`) and `kgserve_refusals_total{reason}` say so. While descriptors are
+  free, an address opens as many connections as it likes (issue 40: a batch client's 512). A trusted proxy's
   connections (`server.trusted_proxies`) are not counted: kgserve.forwarded counts its requests, each for the
   client it names.
 - lets go of the body bytes uvicorn received for a request the app did not read (refused on its
@@ -48,10 +51,11 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from kgserve.admission.clients import ClientTable, over_connections_text
+from kgserve.admission.clients import ClientTable
 from kgserve.admission.proxies import TrustedProxies
 from kgserve.http.heldflow import HeldFlow
 from kgserve.http.heldwrites import HeldWrites, hold_writes
+from kgserve.logformat import write_access_line
 from kgserve.settings import ServerSettings
 
 __all__ = [
@@ -156,16 +160,20 @@ class GuardedProtocol(HttpToolsProtocol):
         self._counted: str | None = None  # the address this connection is counted for
         host = self.client[0] if self.client else None
         if self.clients is not None and not (self.proxies and self.proxies.trusts(host)):
-            if not self.clients.connect(host):
-                self._over_connections()
+            reason = self.clients.connect(host)
+            if reason is not None:
+                self._over_connections(host or "-", reason)
                 return
             self._counted = host or "-"
         self._arm(self.limits.header_timeout_s, self._header_timeout)
 
-    def _over_connections(self) -> None:
-        """Over the client's connection cap: 429 and the connection closed before anything is read."""
+    def _over_connections(self, host: str, reason: str) -> None:
+        """Over the connection budget (or the client's cap in its last share): 429 and the connection closed before
+        anything is read; an access line and a metric say so."""
         assert self.clients is not None
-        self.transport.write(_plain(_TOO_MANY, over_connections_text(self.clients.max_connections)))
+        self.clients.refused(reason)
+        write_access_line(f"connection refused client={host} status=429 outcome=overloaded reason={reason}")
+        self.transport.write(_plain(_TOO_MANY, self.clients.refusal_text(reason)))
         self.transport.close()
 
     def _uncount(self) -> None:

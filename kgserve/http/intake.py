@@ -169,12 +169,14 @@ async def _read_body(scope: Scope, receive: Receive, ctx: ServeContext, client: 
     state["held"] = 0
     if 0 < declared <= limits.max_body_bytes and not hold(declared):
         # refused before its body is read: the connection is closed after the answer, not kept reading the body
+        _note(state, refused=refused[0].reason)
         raise _over(refused[0], close=True)
     try:
         return await read_limited(length, receive, limits.max_body_bytes, None if declared else hold)
     except BodyTooLarge as exc:
         raise _Refused(refusal(413, f"kgserve: {exc} (limits.max_body_bytes)")) from None
     except OverBudget:
+        _note(state, refused=refused[0].reason)
         raise _over(refused[0], close=True) from None
     except ClientGone:
         # gone before its body arrived (or cut by server.body_timeout_s, kgserve.http.httpguard): nothing to answer
@@ -258,6 +260,7 @@ async def _analysis(
     cost = query_cost(len(body), len(queries))
     ticket = ctx.admission.admit(client, len(queries), max(0, cost - held), checked.interactive, held=held)
     if isinstance(ticket, Refusal):
+        _note(state, refused=ticket.reason)  # the access line says which bound (kgserve_refusals_total{reason})
         return _over(ticket).response
     state["held"] = 0  # the ticket holds the body's bytes now
     return AnalysisResponse(

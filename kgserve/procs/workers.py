@@ -53,6 +53,8 @@ def worker_settings(settings: Settings, index: int, count: int) -> Settings:
         "max_inflight_per_client": math.ceil(limits.max_inflight_per_client / count),
         "max_connections_per_client": math.ceil(limits.max_connections_per_client / count),
         "memory_per_client_bytes": max(1 << 20, math.ceil(limits.memory_per_client_bytes / count)),
+        # 0 stays 0: each worker sizes its connection budget from its own file-descriptor limit
+        "max_connections": math.ceil(limits.max_connections / count),
     }
     return settings.model_copy(
         update={

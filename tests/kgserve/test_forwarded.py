@@ -34,8 +34,8 @@ class Recorder:
             raise RuntimeError("the app failed")
 
 
-def layer(app: Recorder, max_connections: int = 2) -> tuple[ForwardedClients, ClientTable, Metrics]:
-    table = ClientTable(max_connections)
+def layer(app: Recorder, max_connections: int = 2, budget: int = 0) -> tuple[ForwardedClients, ClientTable, Metrics]:
+    table = ClientTable(max_connections, budget=budget)
     app.table = table
     metrics = Metrics(status=lambda: None, inflight=lambda: 0)
     proxies = TrustedProxies(["10.0.0.0/8"])
@@ -76,10 +76,20 @@ async def test_a_trusted_peers_request_is_its_forwarded_client_counted_while_it_
     assert app.scopes[-1]["client"] == ("10.0.0.2", 0)
 
 
+async def test_a_client_alone_passes_its_cap_while_connections_are_free() -> None:
+    app = Recorder()
+    forwarded, table, _ = layer(app, max_connections=1, budget=16)  # 14 open to anyone, the last 2 for newcomers
+    for _ in range(13):
+        assert table.connect("203.0.113.5") is None  # issue 40: past its cap of 1, nobody else wants them
+    await forwarded(scope("10.0.0.2", b"203.0.113.5"), nothing, _no_send)
+    assert len(app.scopes) == 1 and table.connections == {"203.0.113.5": 13}
+
+
 async def test_past_the_cap_a_request_and_a_handshake_get_429() -> None:
     app = Recorder()
-    forwarded, table, _ = layer(app, max_connections=1)
-    table.connect("203.0.113.5")  # its one connection is in use
+    forwarded, table, _ = layer(app, max_connections=1, budget=16)  # the last 2 of 16 only for newcomers
+    for _ in range(14):
+        table.connect("203.0.113.5")  # it holds the open part: its cap engages
     sent: list[dict[str, Any]] = []
 
     async def send(message: dict[str, Any]) -> None:
@@ -99,7 +109,13 @@ async def test_past_the_cap_a_request_and_a_handshake_get_429() -> None:
     ]
     assert sent[0]["status"] == 429 and (b"retry-after", b"1") in sent[0]["headers"]
     assert b"limits.max_connections_per_client" in sent[1]["body"] and sent[3]["body"] == sent[1]["body"]
-    assert table.connections == {"203.0.113.5": 1}
+    assert table.connections == {"203.0.113.5": 14} and table.refusals == {"client_connections": 3}
+    await forwarded(scope("10.0.0.2", b"198.51.100.7"), nothing, send)  # a newcomer: the share kept for it
+    assert len(app.scopes) == 1
+    table.connect("198.51.100.8")
+    table.connect("198.51.100.9")  # the budget is full: everyone is refused
+    await forwarded(scope("10.0.0.2", b"198.51.100.7"), nothing, send)
+    assert b"limits.max_connections" in sent[-1]["body"] and table.refusals["server_connections"] == 1
 
 
 async def test_unreadable_headers_fall_back_counted_and_warned_once_a_minute(caplog: pytest.LogCaptureFixture) -> None:

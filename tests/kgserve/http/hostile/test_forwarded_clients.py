@@ -1,7 +1,9 @@
 """Clients behind a trusted proxy (server.trusted_proxies), end to end against kgserve on the simulated engine (real
 time): with 127.0.0.1 trusted, requests from 127.0.0.1 are the clients their X-Forwarded-For names, each with its
 own caps (queries in flight, connections), and the access log names them; a header from any other peer, or from
-127.0.0.1 when nothing is trusted, is ignored. The "proxy" is this test speaking HTTP from 127.0.0.1; other peers
+127.0.0.1 when nothing is trusted, is ignored. The caps engage only among clients that contend (issue 40): a
+bystander (127.0.1.200) holds a query in flight while a share is asserted, and the connection cap engages in the
+last 1/8 of `limits.max_connections`. The "proxy" is this test speaking HTTP from 127.0.0.1; other peers
 use addresses of their own (127.0.1.x: Linux routes all of 127/8 to loopback)."""
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ pytestmark = pytest.mark.slow
 PER_CLIENT = 2
 CONNECTIONS = 3
 SMALL = json.dumps(analysis_query("small", size=9, max_visits=5)).encode()
-LIMITS = {"max_inflight_per_client": PER_CLIENT, "max_connections_per_client": CONNECTIONS}
+BUDGET = 16  # limits.max_connections: 14 open to anyone, the last 2 only for clients under their cap
+LIMITS = {"max_inflight_per_client": PER_CLIENT, "max_connections_per_client": CONNECTIONS, "max_connections": BUDGET}
 
 
 def _start(
@@ -65,9 +68,16 @@ def _ws_url(server: Any) -> str:
 @contextlib.asynccontextmanager
 async def _holding_its_share(server: Any, forwarded_for: str, peer: str = "127.0.0.1") -> AsyncIterator[None]:
     """A WebSocket from `peer` naming `forwarded_for` holds PER_CLIENT pondering queries (the one past them is
-    refused naming the per-client cap), until the block ends."""
+    refused naming the per-client cap: a bystander has a query in flight, so they contend), until the block ends."""
     headers = {"X-Forwarded-For": forwarded_for}
-    async with connect(_ws_url(server), additional_headers=headers, local_addr=(peer, 0), open_timeout=30) as ws:
+    async with (
+        connect(_ws_url(server), local_addr=("127.0.1.200", 0), open_timeout=30) as bystander,
+        connect(_ws_url(server), additional_headers=headers, local_addr=(peer, 0), open_timeout=30) as ws,
+    ):
+        await bystander.send(json.dumps(analysis_query("b", moves=[["B", "Q4"]], max_visits=10_000_000)))
+        async with _from("127.0.1.201") as watcher, asyncio.timeout(60):
+            while metric_value((await watcher.get(server.url + "/metrics")).text, "kgserve_inflight_queries") < 1:  # noqa: ASYNC110
+                await asyncio.sleep(0.05)
         for index in range(PER_CLIENT + 1):
             await ws.send(json.dumps(analysis_query(f"p{index}", moves=[["B", "Q4"]], max_visits=10_000_000)))
         refusal = await _first_error(ws)
@@ -76,6 +86,7 @@ async def _holding_its_share(server: Any, forwarded_for: str, peer: str = "127.0
             yield
         finally:
             await ws.send(json.dumps({"id": "all", "action": "terminate_all"}))
+            await bystander.send(json.dumps({"id": "all", "action": "terminate_all"}))
 
 
 async def _first_error(ws: ClientConnection) -> dict[str, Any]:
@@ -114,8 +125,10 @@ async def test_a_header_from_an_untrusted_peer_is_ignored(behind_proxy: Any) -> 
 
 async def test_connections_count_per_forwarded_client_not_per_proxy(behind_proxy: Any) -> None:
     url = behind_proxy.url
+    open_part = BUDGET - BUDGET // 8
     async with contextlib.AsyncExitStack() as stack:
-        held = [await stack.enter_async_context(_ws(behind_proxy, "203.0.113.4")) for _ in range(CONNECTIONS)]
+        # alone, a client passes its cap while connections are free (issue 40), up to the budget's open part
+        held = [await stack.enter_async_context(_ws(behind_proxy, "203.0.113.4")) for _ in range(open_part)]
         with pytest.raises(InvalidStatus) as refused:
             async with _ws(behind_proxy, "203.0.113.4"):
                 pass
@@ -125,6 +138,9 @@ async def test_connections_count_per_forwarded_client_not_per_proxy(behind_proxy
             over = await _post(proxy, url, "203.0.113.4")
             assert over.status_code == 429 and over.headers["retry-after"] == "1"
             assert "limits.max_connections_per_client" in over.text
+            while len(held) > CONNECTIONS:  # back under the open part: its cap no longer engages
+                await held.pop().close()
+            assert await _eventually(lambda: _post(proxy, url, "203.0.113.4"), 200)
             # more proxy connections than the cap, each for another client: none is refused
             many = [_from("127.0.0.1") for _ in range(CONNECTIONS + 3)]
             async with contextlib.AsyncExitStack() as clients:
