@@ -279,7 +279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--connections", type=int, nargs="+", default=[512, 1024], help="the runs alone")
     parser.add_argument("--probes", type=int, default=10, help="the second client's queries alone")
     args = parser.parse_args(argv)
-    print(machine_line())
+    engine_words = "simulated engine" if args.engine == "sim" else "real CPU KataGo (Eigen), 4 analysis threads"
+    print(machine_line(f"load generator included, loopback, {engine_words}"))
     print(f"engine {args.engine}; {args.rows} rows; kgserve on runtime/config.yaml's limits as shipped")
     with tempfile.TemporaryDirectory(prefix="batch-client-") as tmp:
         settings, env = shipped_settings(args.engine, Path(tmp))

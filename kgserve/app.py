@@ -98,6 +98,7 @@ def create_app(settings: Settings | None = None, *, pool_factory: PoolFactory | 
     settings = settings if settings is not None else load_settings()
     admission = Admission(settings.limits)
     admission.budget.on_idle = _trim_soon  # a burst of big requests over: its memory back to the system
+    admission.clients.on_drained = _trim_soon  # a burst of connections over (their read buffers) likewise
     ctx = ServeContext(settings=settings, admission=admission, cfg_visits=cfg_max_visits(settings.engine.cfg))
     metrics = Metrics(
         status=lambda: ctx.pool.status() if ctx.pool is not None else None,

@@ -151,7 +151,10 @@ class LimitsSettings(_Strict):
     # a query asking for partial results more often is refused with KataGo's own error for the field
     min_report_interval_s: float = Field(0.1, ge=0.001, le=1e6)
     # per client (address, and token where auth is on; connections: per address): docs/http-limits.md
-    max_inflight_per_client: int = Field(512, ge=1)  # over it: 429 / an error line
+    max_inflight_per_client: int = Field(512, ge=1)  # over it while others have some: held, then 429 / an error line
+    # how long an HTTP request past max_inflight_per_client (while others contend) waits in kgserve for room before
+    # its 429 (kgserve.admission.holding); 0: refused at once
+    hold_past_share_s: float = Field(30.0, ge=0)
     # HTTP and WebSocket; engaged only in the last 1/8 of max_connections (kept for newcomers): there, a new connection
     # from an address holding this many gets 429 and is closed (kgserve.admission.clients)
     max_connections_per_client: int = Field(64, ge=1)

@@ -15,8 +15,17 @@ from websockets.asyncio.client import connect
 
 from benchmarks.hostile_attacks.common import PROBE, AttackContext, Outcome, attacker, metric, session_from
 from benchmarks.hostile_attacks.ws_attacks import ws_query
+from kgserve.admission.limits import INFLIGHT_RESERVE_DIVISOR
 
-__all__ = ["PROBE_INFLIGHT", "float_priorities", "interactive_flood", "partial_flood", "slot_hog", "within_share"]
+__all__ = [
+    "PROBE_INFLIGHT",
+    "float_priorities",
+    "interactive_flood",
+    "open_part",
+    "partial_flood",
+    "slot_hog",
+    "within_share",
+]
 
 SMALL = {"moves": [["B", "C3"]], "rules": "chinese", "komi": 7.5, "boardXSize": 9, "boardYSize": 9}
 # the well-behaved client (benchmarks.hostile.probe) has one query in flight at most, and kgserve_inflight_queries
@@ -26,8 +35,15 @@ PROBE_INFLIGHT = 1
 
 def within_share(peak_inflight: float, cap: int) -> bool:
     """Whether kgserve's peak of queries in flight, read while one attacker and the probe ran, shows the attacker
-    held to its per-client cap."""
+    held to `cap` (since issue 40: the part of limits.max_inflight_queries open to one client, `open_part`)."""
     return peak_inflight <= cap + PROBE_INFLIGHT
+
+
+def open_part(max_inflight: int) -> int:
+    """What one client may have in flight while no other client has any (kgserve.admission.limits, issue 40): the
+    server-wide bound less the share kept for newcomers. Its per-client cap engages while the probe has a query in
+    flight: the probe being served is what shows it."""
+    return max_inflight - max_inflight // INFLIGHT_RESERVE_DIVISOR
 
 
 async def slot_hog(ctx: AttackContext, seconds: float) -> Outcome:
@@ -66,11 +82,13 @@ async def slot_hog(ctx: AttackContext, seconds: float) -> Outcome:
         inflight = await _peak_inflight(ctx, one, connections)
     outcome = Outcome()
     cap = ctx.settings.limits.max_inflight_per_client
-    outcome.checks["its share is the cap"] = within_share(inflight, cap)
+    bound = open_part(ctx.settings.limits.max_inflight_queries)
+    outcome.checks["newcomers' share kept"] = within_share(inflight, bound)
     named = ", ".join(f"{key}: {count}" for key, count in sorted(refusals.items()))
     outcome.figures.append(
         f"{connections} x {per} queries of {ctx.args.slot_visits} visits kept in flight from one address: at most "
-        f"{inflight:.0f} in flight (cap {cap}), {finished} finished; refused: {named}"
+        f"{inflight:.0f} in flight (open to one client {bound}; its cap {cap} while the probe has one in flight), "
+        f"{finished} finished; refused: {named}"
     )
     return outcome
 

@@ -14,16 +14,21 @@ Connections are work-conserving (issue 40): an address may open as many as the s
 last 1/NEWCOMER_DIVISOR, kept for addresses holding fewer than `limits.max_connections_per_client`: so a batch client
 with 512 or 1,024 connections on one address is accepted while descriptors are free, and a newcomer still gets in
 when it has taken all the rest. Only a connection past those bounds is refused (429 and closed, an access line and
-`kgserve_refusals_total{reason}`): holding it instead would hold the very descriptor that is short.
+`kgserve_refusals_total{reason}`): holding it instead would hold the very descriptor that is short. Since one address
+may now hold a burst of connections (the memory attack's 1,000, each with up to ~120 KB of body read before its
+refusal), `on_drained` runs when such a burst (DRAINED_AFTER or more at once) has gone (the app sets it to
+kgserve.procs.malloc.trim_malloc, a second later): their buffers go back to the system, as the memory budget's do.
 """
 
 from __future__ import annotations
 
 import resource
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 __all__ = [
+    "DRAINED_AFTER",
     "FDS_KEPT_DIVISOR",
     "FDS_KEPT_MIN",
     "NEWCOMER_DIVISOR",
@@ -39,6 +44,7 @@ FDS_KEPT_MIN = 64  # descriptors never given to connections: engines' pipes, log
 FDS_KEPT_DIVISOR = 16  # ... or 1/16 of the limit, whichever is more
 NEWCOMER_DIVISOR = 8  # the connection budget's last 1/8: only for addresses under limits.max_connections_per_client
 UNLIMITED_FDS = 1 << 20  # what RLIM_INFINITY counts as (Linux's default nr_open)
+DRAINED_AFTER = 256  # connections open at once: a burst whose end is worth giving memory back after
 
 
 def connection_budget(open_files: int | None = None) -> int:
@@ -113,6 +119,8 @@ class ClientTable:
         self.clients: dict[str, Client] = {}
         self.connections: dict[str, int] = {}
         self.total = 0  # open connections counted, all addresses
+        self.on_drained: Callable[[], object] | None = None  # called when a burst of connections has gone
+        self._peak = 0  # the most open at once since the last drain
         self.refusals: dict[str, int] = {}  # every refusal a client met, by reason (kgserve_refusals_total{reason})
 
     def refused(self, reason: str) -> None:
@@ -132,6 +140,7 @@ class ClientTable:
             return "client_connections"
         self.connections[host] = count + 1
         self.total += 1
+        self._peak = max(self._peak, self.total)
         return None
 
     def refusal_text(self, reason: str) -> str:
@@ -145,6 +154,10 @@ class ClientTable:
         count = self.connections.get(host, 0) - 1
         if count >= 0:
             self.total -= 1
+            if self._peak >= DRAINED_AFTER and self.total <= self._peak // 16:  # a burst over
+                self._peak = self.total
+                if self.on_drained is not None:
+                    self.on_drained()
         if count > 0:
             self.connections[host] = count
         else:

@@ -12,7 +12,8 @@ Work-conserving (issue 40): the per-client bound engages only while another clie
 contend for the engine's queue). A client alone may have up to the server-wide bound in flight, less its last
 1/INFLIGHT_RESERVE_DIVISOR, kept for clients under their per-client bound: a newcomer's first queries are admitted
 however many the lone client has. Once another client has work in flight, the lone client's queries already
-admitted run on; its new ones wait for its count to come back under its bound (429 meanwhile).
+admitted run on; its new ones wait for its count to come back under its bound: an HTTP request waits in kgserve
+(kgserve.admission.holding, at most `limits.hold_past_share_s`), a WebSocket query gets an error line.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import NamedTuple
 
 from kgserve.admission.budget import MemoryBudget
 from kgserve.admission.clients import Client, ClientTable
+from kgserve.admission.holding import HeldRequests
 from kgserve.admission.rates import Rates
 from kgserve.settings import LimitsSettings
 
@@ -53,6 +55,8 @@ class Admission:
         self.max_per_client = limits.max_inflight_per_client
         self.open_inflight = self.max_inflight - self.max_inflight // INFLIGHT_RESERVE_DIVISOR  # past its bound
         self.inflight = 0
+        self.held = HeldRequests()  # requests past their client's bound, waiting for room
+        self.hold_s = limits.hold_past_share_s
         self.budget = MemoryBudget(limits.memory_budget_bytes, limits.memory_per_client_bytes)
         self.clients = ClientTable(
             limits.max_connections_per_client, float(limits.max_partial_bytes_per_s), limits.max_connections
@@ -60,12 +64,16 @@ class Admission:
         self.message_rates = Rates(limits.max_messages_per_s_per_client)  # lines a second per client, over /ws
         self.request_rates = Rates(limits.max_requests_per_s_per_client)  # HTTP requests a second per client
 
-    def admit(self, client: Client, queries: int, memory: int, interactive: int = 0, held: int = 0) -> Ticket | Refusal:
+    def admit(
+        self, client: Client, queries: int, memory: int, interactive: int = 0, held: int = 0, *, counted: bool = True
+    ) -> Ticket | Refusal:
         """Take `queries` in-flight slots and `memory` bytes for `client`, or say why not. `held`: bytes the
-        request already holds (`charge`, its body), from now on held by the ticket."""
+        request already holds (`charge`, its body), from now on held by the ticket. `counted`: a refusal is counted
+        (kgserve_refusals_total) here; False: by the caller, which may yet hold the request and try again."""
         refused = self._inflight_refusal(client, queries) or self._memory_refusal(client, held + memory, memory)
         if refused is not None:
-            self.clients.refused(refused.reason)
+            if counted:
+                self.clients.refused(refused.reason)
             return refused
         self.inflight += queries
         client.inflight += queries
@@ -138,3 +146,11 @@ class Admission:
         client.interactive -= ticket.interactive
         self.budget.give(client, ticket.memory)
         self.clients.forget_if_idle(client)
+        if self.held.waiting:
+            self.held.wake(client.key, ticket.queries)
+            if not client.inflight:  # it contends no more: a client held only because of it may be alone now
+                self.held.wake_alone(self._alone)
+
+    def _alone(self, key: str) -> bool:
+        client = self.clients.clients.get(key)
+        return client is not None and client.inflight == self.inflight

@@ -12,6 +12,7 @@ their interactive share (kgserve.admission.limits.Ticket) until they are over (k
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from starlette.responses import JSONResponse, Response
@@ -20,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 from kgserve.admission.budget import query_cost
 from kgserve.admission.checks import CheckedQuery, check_query, classify_all
 from kgserve.admission.clients import Client, client_key
-from kgserve.admission.limits import Refusal
+from kgserve.admission.limits import Refusal, Ticket
 from kgserve.admission.priority import (
     PriorityClass,
     UnknownClass,
@@ -237,6 +238,29 @@ async def handle_analysis(scope: Scope, receive: Receive, ctx: ServeContext) -> 
             admission.clients.let_go(client)
 
 
+async def _admit_holding(
+    ctx: ServeContext, client: Client, state: dict[str, Any], deadline_s: float, cost: tuple[int, int, int, int]
+) -> Ticket | Refusal:
+    """Admission, held (kgserve.admission.holding) while the client is past its per-client bound among contending
+    clients: at most `limits.hold_past_share_s` and the request's deadline (its access line says `held_ms`); the
+    refusal if it is still past it then (not counted yet: the caller counts it). `cost`: queries, memory bytes,
+    interactive queries and bytes held already, as Admission.admit takes them."""
+    admission = ctx.admission
+    queries, memory, interactive, held = cost
+    ticket = admission.admit(client, queries, memory, interactive, held=held, counted=False)
+    if not isinstance(ticket, Refusal) or ticket.reason != "client_inflight" or not admission.hold_s:
+        return ticket
+    started = time.monotonic()
+    end = started + min(admission.hold_s, deadline_s)
+    while isinstance(ticket, Refusal) and ticket.reason == "client_inflight":
+        left = end - time.monotonic()
+        if left <= 0 or not await admission.held.wait(client.key, left):
+            break
+        ticket = admission.admit(client, queries, memory, interactive, held=held, counted=False)
+    _note(state, held_ms=round((time.monotonic() - started) * 1000))
+    return ticket
+
+
 async def _analysis(
     scope: Scope, receive: Receive, ctx: ServeContext, client: Client, state: dict[str, Any]
 ) -> Response:
@@ -258,8 +282,10 @@ async def _analysis(
         return refusal(503, "kgserve: the engine pool is not running", {"retry-after": str(RETRY_AFTER_S)})
     held = state["held"]
     cost = query_cost(len(body), len(queries))
-    ticket = ctx.admission.admit(client, len(queries), max(0, cost - held), checked.interactive, held=held)
+    wants = (len(queries), max(0, cost - held), checked.interactive, held)
+    ticket = await _admit_holding(ctx, client, state, deadline_s, wants)
     if isinstance(ticket, Refusal):
+        ctx.admission.clients.refused(ticket.reason)
         _note(state, refused=ticket.reason)  # the access line says which bound (kgserve_refusals_total{reason})
         return _over(ticket).response
     state["held"] = 0  # the ticket holds the body's bytes now

@@ -78,7 +78,8 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
     )
     paced = _header(
         f"milliseconds the request waited before it was handled: its client was past "
-        f"{settings.limits.max_requests_per_s_per_client} requests a second (limits.max_requests_per_s_per_client)",
+        f"{settings.limits.max_requests_per_s_per_client} requests a second (limits.max_requests_per_s_per_client) "
+        "while other clients had requests in progress",
         {"type": "integer"},
     )
     query_schema: dict[str, Any] = {"$ref": "#/components/schemas/AnalysisQuery"}
@@ -192,12 +193,13 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
                 {"X-Request-ID": request_id},
             ),
             "429": _lines_response(
-                "more queries in flight than limits.max_inflight_queries, or than one client may have "
-                "(limits.max_inflight_per_client), or more bytes of work in flight than the memory budget lets it "
-                "(limits.memory_budget_bytes, limits.memory_per_client_bytes); or more open connections from this "
-                "address than limits.max_connections_per_client (a text/plain answer, the connection closed; behind "
-                "a proxy of server.trusted_proxies: requests in progress per forwarded client, the connection kept): "
-                "nothing queues, retry later",
+                "more queries in flight than limits.max_inflight_queries, or than one client may have while other "
+                "clients have work in flight (limits.max_inflight_per_client; such a request first waits up to "
+                "limits.hold_past_share_s for room), or more bytes of work in flight than the memory budget lets it "
+                "(limits.memory_budget_bytes, limits.memory_per_client_bytes); or, with the server's connections "
+                "(limits.max_connections) nearly all taken, more open connections from this address than "
+                "limits.max_connections_per_client (a text/plain answer, the connection closed; behind a proxy of "
+                "server.trusted_proxies: requests in progress per forwarded client, the connection kept): retry later",
                 {
                     "overloaded": _line(
                         error_line(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from benchmarks.hostile_attacks.fairness import PROBE_INFLIGHT, within_share
+from benchmarks.hostile_attacks.fairness import PROBE_INFLIGHT, open_part, within_share
 from benchmarks.hostile_attacks.flooder import ANSWER, FloodCounts, read_answers
 from benchmarks.hostile_attacks.floods import flood_verdict
 from benchmarks.hostile_attacks.ws_attacks import SHUTDOWN_TEXT, drain_answers
@@ -17,6 +17,12 @@ def test_slot_hog_share_allows_the_probes_one_query() -> None:
     assert within_share(512 + PROBE_INFLIGHT, 512)
     assert within_share(100, 512)
     assert not within_share(512 + PROBE_INFLIGHT + 1, 512)
+
+
+def test_slot_hog_alone_is_held_to_the_part_open_to_one_client() -> None:
+    # issue 40: a client alone may pass its per-client cap; the last 1/8 of the server-wide bound stays for others
+    assert open_part(2048) == 1792
+    assert within_share(1792 + PROBE_INFLIGHT, open_part(2048)) and not within_share(1794, open_part(2048))
 
 
 def test_drain_counts_queries_refused_at_admission_as_told() -> None:

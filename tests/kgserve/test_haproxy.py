@@ -29,6 +29,7 @@ from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
 from kgserve.haproxy import BACKEND_HEADER, kgserve_commands, render_cfg
 from kgserve.settings import ConfigError, load_settings
 from tests.conftest import REPO, analysis_query
+from tests.helpers.http import metric
 
 needs_haproxy = pytest.mark.skipif(haproxy_binary() is None, reason="haproxy is not installed (apt install haproxy)")
 
@@ -225,7 +226,7 @@ def test_clients_behind_haproxy_are_told_apart(tmp_path: Path, kgserve_process: 
     from 127.0.1.x), whatever X-Forwarded-For a client sends itself."""
     data = sim_settings(1).model_dump(mode="json")
     data["server"].update(trusted_proxies=["127.0.0.1"])
-    data["limits"].update(max_inflight_per_client=1)
+    data["limits"].update(max_inflight_per_client=1, hold_past_share_s=0.5)  # held 0.5 s past its share, then 429
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump(data, sort_keys=False))
     server = kgserve_process(config, {"KGSERVE_SIM_SPEED": "1"})
@@ -244,7 +245,15 @@ def test_clients_behind_haproxy_are_told_apart(tmp_path: Path, kgserve_process: 
     async def scenario() -> None:
         ws_url = haproxy.url.replace("http://", "ws://") + "/ws"
         headers = {"X-Forwarded-For": "203.0.113.1"}
-        async with connect(ws_url, additional_headers=headers, local_addr=("127.0.1.7", 0), open_timeout=30) as ws:
+        async with (
+            connect(ws_url, local_addr=("127.0.1.9", 0), open_timeout=30) as bystander,
+            connect(ws_url, additional_headers=headers, local_addr=("127.0.1.7", 0), open_timeout=30) as ws,
+        ):
+            # another client with work in flight: the per-client caps engage only among clients that contend
+            await bystander.send(ponder[0])
+            async with asyncio.timeout(60):
+                while metric(str(server.url), "kgserve_inflight_queries") < 1:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
             for text in ponder:  # 127.0.1.7's one slot taken, its second query refused
                 await ws.send(text)
             refusal: dict[str, Any] = {}
@@ -260,6 +269,7 @@ def test_clients_behind_haproxy_are_told_apart(tmp_path: Path, kgserve_process: 
             local = await post("127.0.0.1", "127.0.1.7")
             assert local.status_code == 200, local.text
             await ws.send(json.dumps({"id": "all", "action": "terminate_all"}))
+            await bystander.send(json.dumps({"id": "all", "action": "terminate_all"}))
 
     try:
         haproxy.start()

@@ -9,18 +9,14 @@ from kgserve.admission.clients import Client
 from kgserve.procs.malloc import trim_malloc
 
 
-def test_a_client_alone_passes_its_share_which_engages_once_another_holds_some() -> None:
-    # issue 40: the share is a bound among clients that contend; a client alone fills the open part
+def test_take_refuses_past_the_clients_share_and_the_total() -> None:
     budget = MemoryBudget(total=1600, per_client=1000)  # reserve 200 (open 1400), a small client holds <= 12
     one, two = Client("a"), Client("b")
-    assert budget.take(one, 1000) and budget.take(one, 100)  # alone: past its share
-    assert budget.take(two, 10)  # a newcomer gets in
-    assert not budget.take(one, 1)  # now they contend: its share engages (what it holds stays)
+    assert budget.take(one, 1000) and not budget.take(one, 1)
     assert "limits.memory_per_client_bytes" in str(budget.refusal(one, 1))
-    assert budget.take(two, 290) and budget.held == budget.open and not budget.take(two, 1)
-    budget.give(two, 300)
-    assert budget.take(one, 300) and budget.held == budget.open  # alone again: up to the open part
-    budget.give(one, 1400)
+    assert budget.take(two, 400) and budget.held == budget.open
+    budget.give(one, 1000)
+    budget.give(two, 400)
     assert budget.held == 0 and one.memory == two.memory == 0
 
 
@@ -59,9 +55,9 @@ def test_a_client_with_one_small_query_gets_in_while_six_addresses_fill_the_budg
     assert budget.take(probe, 200) and budget.take(probe, query_cost(200) - 200)
 
 
-def test_what_never_fits_is_past_the_open_part() -> None:
-    budget = MemoryBudget(total=1600, per_client=1000)  # a share is no bound for a client alone (issue 40)
-    assert budget.never_fits(1400) is None and budget.never_fits(1401) is not None
+def test_what_never_fits_is_past_the_open_part_or_a_clients_share() -> None:
+    budget = MemoryBudget(total=1600, per_client=1000)
+    assert budget.never_fits(1000) is None and budget.never_fits(1001) is not None
     budget = MemoryBudget(total=1600, per_client=1600)
     assert budget.never_fits(1400) is None
     assert "1400: limits.memory_budget_bytes less its reserve" in str(budget.never_fits(1401))
