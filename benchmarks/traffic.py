@@ -15,8 +15,9 @@ shared and its load is recorded instead):
     kinds   load=interactive and load=mixed, for their figures (latency per turn, partial reports)
     beside  --traffic batch|review|distinct: one job at threads=cpu (4 x 1) under load=batch (16 in flight, no maxVisits
             in the queries: the cfg's maxVisits=16), its review twin or load=cpu: issue 40's loads side by side
-    h200    --sim only, --traffic distinct|review: experiment=h200's grid (3 batch sizes x 2 thread counts) on the
-            simulated H200 (its default profile), distinct at 256 queries in flight or review at 8 games
+    h200    --sim only, --traffic batch|distinct|review: experiment=h200's grid (3 batch sizes x 2 thread counts) on the
+            simulated H200 (its default profile), its own load=batch (512 in flight), distinct at 256 queries in flight
+            or review at 8 games
     report  the tables for docs/ from every saved round
 
 `--sim` runs a scenario's round on the simulated engine instead (`backend=sim`, the profile calibrated on this CPU
@@ -85,8 +86,12 @@ def scenario_args(scenario: str, round_: int, traffic: str, smoke: bool) -> list
         seeds = "0,1" if smoke else "0,1,2"
         return [*REVIEW_CPU, f"load.seed={seeds}", f"nnCacheSizePowerOfTwo={_ordered((-1, 23), round_)}", *short]
     if scenario == "h200":
-        load = ["load=review", "load.concurrency=[8]"] if traffic == "review" else ["load.concurrency=[256]"]
-        return ["experiment=h200", *load, *short]
+        # the experiment's own traffic is load=batch (issue 40); review and distinct name theirs
+        loads = {
+            "review": ["load=review", "load.concurrency=[8]"],
+            "distinct": ["load=default", "load.concurrency=[256]"],
+        }
+        return ["experiment=h200", *loads.get(traffic, []), *short]
     if scenario == "beside":
         return [*LOADS[traffic], *short]
     if scenario == "grid":

@@ -47,6 +47,8 @@ def test_the_batch_rounds_send_no_maxvisits_and_the_report_reads_issue_40s() -> 
     assert "load=batch" in batch and "maxVisits=16" in batch and not any(a.startswith("load.max_visits") for a in batch)
     assert scenario_args("beside", 1, "distinct", False) == ["load=cpu"]
     assert "numAnalysisThreads=1,2,4" in scenario_args("grid", 1, "batch", False)
+    assert scenario_args("h200", 1, "batch", False) == ["experiment=h200"]  # the experiment's own traffic
+    assert "load=default" in scenario_args("h200", 1, "distinct", False)
     rounds = PROJECT_ROOT / "docs" / "data" / "issue40"
     for path in sorted(rounds.glob("*-r[0-9]*.json")):
         record = json.loads(path.read_text())
