@@ -87,11 +87,11 @@ def scenario_args(scenario: str, round_: int, traffic: str, smoke: bool) -> list
         return [*REVIEW_CPU, f"load.seed={seeds}", f"nnCacheSizePowerOfTwo={_ordered((-1, 23), round_)}", *short]
     if scenario == "h200":
         # the experiment's own traffic is load=batch (issue 40); review and distinct name theirs
-        loads = {
+        h200_loads = {
             "review": ["load=review", "load.concurrency=[8]"],
             "distinct": ["load=default", "load.concurrency=[256]"],
         }
-        return ["experiment=h200", *loads.get(traffic, []), *short]
+        return ["experiment=h200", *h200_loads.get(traffic, []), *short]
     if scenario == "beside":
         return [*LOADS[traffic], *short]
     if scenario == "grid":
