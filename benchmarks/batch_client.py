@@ -84,16 +84,23 @@ def _game_queries(path: Path) -> Iterator[dict[str, Any]]:
         yield {"id": f"{path.stem}:{turn}", "moves": moves[:turn], "analyzeTurns": [turn], **base}
 
 
-def batch_rows(count: int, size: int = 19) -> list[dict[str, Any]]:
-    """The first `count` positions of the repository's self-play games of `size`, games in file order, each game's
-    positions one after another (again from the first game if there are fewer)."""
+def batch_rows(count: int, size: int = 19, skip: int = 0, *, reverse: bool = False) -> list[dict[str, Any]]:
+    """`count` positions of the repository's self-play games of `size` after the first `skip`, games in file order
+    (`reverse`: from the last game), each game's positions one after another (again from the first game if there are
+    fewer). Runs of one benchmark take slices of their own: KataGo's NN cache would answer a repeated position."""
     files = game_files(GAMES_DIR, [size])
     if not files:
         raise SystemExit(f"no games in {GAMES_DIR / f'{size}x{size}'}")
+    if reverse:
+        files = files[::-1]
     rows: list[dict[str, Any]] = []
+    seen = 0
     while len(rows) < count:
         for path in files:
             for query in _game_queries(path):
+                seen += 1
+                if seen <= skip:
+                    continue
                 rows.append({**query, "id": f"{query['id']}#{len(rows)}"})
                 if len(rows) == count:
                     return rows
@@ -102,7 +109,7 @@ def batch_rows(count: int, size: int = 19) -> list[dict[str, Any]]:
 
 @functools.cache
 def _probe_positions() -> list[dict[str, Any]]:
-    return batch_rows(40)
+    return batch_rows(80, reverse=True)  # from the last games: none of the batch's rows (their cache entries)
 
 
 def probe_query(index: int) -> dict[str, Any]:
@@ -182,16 +189,16 @@ async def run_batch(
 
 
 async def second_client(
-    url: str, *, count: int | None = None, stop: asyncio.Event | None = None, interval_s: float = 0.5
+    url: str, *, count: int | None = None, stop: asyncio.Event | None = None, interval_s: float = 0.5, first: int = 0
 ) -> list[tuple[int, float]]:
-    """One small query at a time from SECOND_ADDRESS, `interval_s` apart, `count` of them or until `stop` is set:
-    (status, seconds) of each (status 0: no answer)."""
+    """One small query at a time from SECOND_ADDRESS, `interval_s` apart, `count` of them or until `stop` is set,
+    the probe positions from the `first`-th on: (status, seconds) of each (status 0: no answer)."""
     results: list[tuple[int, float]] = []
     timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
     connector = aiohttp.TCPConnector(limit=1, local_addr=(SECOND_ADDRESS, 0))
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        index = 0
-        while (count is None or index < count) and not (stop is not None and stop.is_set()):
+        index = first
+        while (count is None or index - first < count) and not (stop is not None and stop.is_set()):
             query = probe_query(index)
             started = time.perf_counter()
             status = 0
@@ -247,17 +254,17 @@ def _line(label: str, result: BatchResult) -> str:
 
 
 async def _run(url: str, args: argparse.Namespace) -> bool:
-    rows = batch_rows(args.rows)
     ok = True
     alone = await second_client(url, count=args.probes)
     alone_ok = all(status == 200 for status, _ in alone)
     print(f"second client alone: {len(alone)} queries, median {_median_s(alone):.3f} s, all served: {alone_ok}")
-    for connections in args.connections:
-        result = await run_batch(url, rows, connections)
+    for run, connections in enumerate(args.connections):
+        result = await run_batch(url, batch_rows(args.rows, skip=run * args.rows), connections)
         print(_line(f"batch alone, {connections} connections", result), flush=True)
         ok = ok and result.answered == result.rows
     stop = asyncio.Event()
-    beside_task = asyncio.create_task(second_client(url, stop=stop))
+    beside_task = asyncio.create_task(second_client(url, stop=stop, first=args.probes))
+    rows = batch_rows(args.rows, skip=len(args.connections) * args.rows)
     result = await run_batch(url, rows, args.connections[0])
     stop.set()
     beside = await beside_task

@@ -207,7 +207,7 @@ def verify(
         say(f"kgserve: python -m kgserve --config {config} --port 0{but}")
         bound = load.warmup_s + load.max_windows * load.window_s
         visits = "the cfg's visits" if load.max_visits is None else f"{load.max_visits} visits"
-        say(f"load: the job's {load.traffic} traffic, at concurrency {level}, {visits}, for at most {bound:.0f} s")
+        say(f"load: the job's, at concurrency {level}, {visits}, {load.traffic} traffic, for at most {bound:.0f} s")
         served = serve_and_load(config, settings, load, Path(tmp) / "kgserve.log", env)
     if served.failure:
         say(f"FAILED: the written runtime did not serve the job's load: {served.failure}")

@@ -114,7 +114,9 @@ def _verify_passes_then_fails_on_a_worse_setting(config: Path, env: dict[str, st
     verdicts = ("within it", "above the measured interval", "within the noise: ")
     assert "served " in good.stdout and any(words in good.stdout for words in verdicts)
     text = config.read_text()
-    # a server-wide bound (a per-client cap no longer binds a lone client: issue 40's work-conserving defences)
+    # a served setting that slows the job's one client: the server-wide bound (since issue 40 the per-client one no
+    # longer binds a client alone, so it would not)
+    assert "max_inflight_queries: 2048" in text
     config.write_text(text.replace("max_inflight_queries: 2048", "max_inflight_queries: 1"))
     verify = [PY, "-m", "kgbench.promote", "--verify", "--config", str(config)]
     bad = subprocess.run(verify, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
@@ -167,7 +169,7 @@ def test_a_batch_clients_sweep_at_512_in_flight_is_served_as_measured(tmp_path: 
     )  # fmt: skip
     assert "; serving settings as measured;" in promoted.stdout
     good = _verified(config, env, tmp_path)
-    assert "load: the job's batch traffic, at concurrency 512, the cfg's visits" in good.stdout
+    assert "load: the job's, at concurrency 512, the cfg's visits, batch traffic, " in good.stdout
     assert " --port 0\n" in good.stdout and "refused or failed" not in good.stdout
 
 
