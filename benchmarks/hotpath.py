@@ -1,6 +1,11 @@
 """kgserve's hot path against the bare stack it is built on (issue 14), one client, alternating rounds.
 
-``python -m benchmarks.hotpath [--rounds 3] [--seconds 4] [--quick]`` prints a Markdown table.
+``python -m benchmarks.hotpath [--rounds 3] [--seconds 4] [--quick] [--defences]`` prints a Markdown table.
+
+``--defences`` (issue 40) compares instead a lone client's hot path through kgserve (on the stand-in engine) with
+every shipped defence on (runtime/config.yaml's limits: per-client caps, pacing, memory shares, the thread
+reserve) against the same kgserve with them all off (benchmarks.rig.servers.defences_off) and against the bare
+stack, the three alternating round by round; goals: on / off >= 0.9, on / bare >= 0.9.
 
 Three servers run side by side on loopback: the bare stack (benchmarks.rig.bare_asgi: Starlette on uvicorn,
 one route answering one ndjson line of the size of kgserve's answer), kgserve with one sim engine at zero
@@ -33,7 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.rig.client import RoundResult, closed_loop
-from benchmarks.rig.servers import ServerProcess, bare_server, kgserve_server, standin_settings
+from benchmarks.rig.servers import ServerProcess, bare_server, defences_off, kgserve_server, standin_settings
 from kgbench.load.traffic import QuerySource, build_query
 from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
 from kgbench.track.machine import machine_line
@@ -193,6 +198,51 @@ def _row(
     )
 
 
+async def measure_defences(work: Workload, rounds: int, seconds: float) -> list[str]:
+    """A lone client against kgserve (stand-in engine) with the shipped defences on, the same with them off, and the
+    bare stack, alternating; medians of req/s and of the per-round ratios."""
+    bodies = work.make_bodies()
+    rows = []
+    with ExitStack() as stack:
+        shipped = standin_settings(sim_settings(1))
+        on = stack.enter_context(kgserve_server(shipped, sim_env(0, device="on"), limits_as_given=True))
+        off = stack.enter_context(kgserve_server(defences_off(shipped), sim_env(0, device="off"), limits_as_given=True))
+        bare = stack.enter_context(bare_server(await on.answer_bytes(bodies[0])))
+        servers = [("on", on), ("off", off), ("bare", bare)]
+        for concurrency in work.concurrency:
+            rates: dict[str, list[float]] = {name: [] for name, _ in servers}
+            errors = 0
+            for index in range(rounds):
+                for name, server in servers[index % 3 :] + servers[: index % 3]:
+                    result, _ = await _round(server, bodies, concurrency, seconds)
+                    rates[name].append(result.req_per_s)
+                    errors += result.errors
+            rows.append(_defences_row(work, concurrency, rates, errors))
+    return rows
+
+
+def _ratio(rates: dict[str, list[float]], a: str, b: str) -> float:
+    """The median over the rounds of a's req/s over b's in the same round."""
+    return statistics.median(x / y if y else float("nan") for x, y in zip(rates[a], rates[b], strict=True))
+
+
+def _defences_row(work: Workload, concurrency: int, rates: dict[str, list[float]], errors: int) -> str:
+    med = {name: statistics.median(values) for name, values in rates.items()}
+    each = {name: " / ".join(f"{r:,.0f}" for r in values) for name, values in rates.items()}
+    return (
+        f"| {work.name} | {concurrency} | {med['on']:,.0f} | {med['off']:,.0f} | {med['bare']:,.0f} "
+        f"| **{_ratio(rates, 'on', 'off'):.2f}** | **{_ratio(rates, 'on', 'bare'):.2f}** "
+        f"| {_ratio(rates, 'off', 'bare'):.2f} | {each['on']} | {each['off']} | {errors} |"
+    )
+
+
+DEFENCES_HEADER = (
+    "| workload | in flight | defences on req/s | defences off req/s | bare req/s | **on / off** | **on / bare** "
+    "| off / bare | on, each round | off, each round | errors |\n"
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
 HEADER = (
     "| workload | in flight | answer bytes (sim / stand-in) | bare req/s | kgserve+sim req/s "
     "| kgserve+stand-in req/s | sim / bare | **stand-in / bare** | bare p50 / p99 ms | kgserve+sim p50 / p99 ms "
@@ -205,13 +255,15 @@ HEADER = (
 async def suite(args: argparse.Namespace) -> str:
     started = time.monotonic()
     rows = []
-    for work in workloads(args.quick):
-        rows.extend(await measure(work, args.rounds, args.seconds))
+    for work in workloads(args.quick or args.defences):
+        rows.extend(await (measure_defences if args.defences else measure)(work, args.rounds, args.seconds))
         print(rows[-1], file=sys.stderr, flush=True)
+    title, header = ("a lone client, defences on vs off", DEFENCES_HEADER) if args.defences else ("", HEADER)
     return (
-        f"### kgserve hot path vs the bare ASGI stack\n\n{machine_line()}; {args.rounds} alternating rounds of "
-        f"{args.seconds:g} s per cell, medians\n\n{HEADER}\n" + "\n".join(rows) + "\n\n"
-        f"Suite wall time: {time.monotonic() - started:.0f} s.\n"
+        f"### kgserve hot path vs the bare ASGI stack{': ' + title if title else ''}\n\n{machine_line()}; "
+        f"{args.rounds} alternating rounds of {args.seconds:g} s per cell, medians\n\n{header}\n"
+        + "\n".join(rows)
+        + f"\n\nSuite wall time: {time.monotonic() - started:.0f} s.\n"
     )
 
 
@@ -220,6 +272,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=3, help="alternating rounds per cell")
     p.add_argument("--seconds", type=float, default=4.0, help="measured seconds per round (after 0.5 s warm-up)")
     p.add_argument("--quick", action="store_true", help="the two single-query workloads only")
+    p.add_argument(
+        "--defences", action="store_true", help="kgserve with the shipped defences on vs off, and bare (issue 40)"
+    )
     return p.parse_args(argv)
 
 

@@ -13,8 +13,11 @@ shared and its load is recorded instead):
     doda    load=review against load=positions (one game a request vs one position a request, DodaGames' comparison)
             at 1 and 4 clients; round 2 the other order
     kinds   load=interactive and load=mixed, for their figures (latency per turn, partial reports)
-    h200    --sim only, --traffic distinct|review: experiment=h200's grid (3 batch sizes x 2 thread counts) on the
-            simulated H200 (its default profile), distinct at 256 queries in flight or review at 8 games
+    beside  --traffic batch|review|distinct: one job at threads=cpu (4 x 1) under load=batch (16 in flight, no maxVisits
+            in the queries: the cfg's maxVisits=16), its review twin or load=cpu: issue 40's loads side by side
+    h200    --sim only, --traffic batch|distinct|review: experiment=h200's grid (3 batch sizes x 2 thread counts) on the
+            simulated H200 (its default profile), its own load=batch (512 in flight), distinct at 256 queries in flight
+            or review at 8 games
     report  the tables for docs/ from every saved round
 
 `--sim` runs a scenario's round on the simulated engine instead (`backend=sim`, the profile calibrated on this CPU
@@ -50,6 +53,10 @@ CACHE_SIZES = (-1, 4, 6, 8, 10, 12, 16, 23)  # -1: no table at all (KataGo's set
 BASE = ["threads=cpu", "contention.check=false", "race.enabled=false", "load.max_visits=16"]
 REVIEW_CPU = ["load=review", "load.concurrency=[2]", "load.warmup_s=8", "load.window_s=8", "load.min_windows=3",
               "load.max_windows=6", "load.tolerance=0.15"]  # fmt: skip
+# load=batch on the CPU: 16 positions in flight (4 analysis threads), no maxVisits in the queries: the cfg's, 16
+BATCH_CPU = ["load=batch", "load.concurrency=[16]", "maxVisits=16", "load.warmup_s=8", "load.window_s=8",
+             "load.min_windows=3", "load.max_windows=6", "load.tolerance=0.15"]  # fmt: skip
+LOADS = {"batch": BATCH_CPU, "review": REVIEW_CPU, "distinct": ["load=cpu"]}
 GRID = {"numAnalysisThreads": (1, 2, 4), "numSearchThreadsPerAnalysisThread": (1, 2, 4)}
 METRICS = ("req_per_s", "req_per_s_ci_low", "req_per_s_ci_high", "turns_per_s", "turns_per_s_ci_low",
            "turns_per_s_ci_high", "turn_p50_ms", "turn_p99_ms", "p50_ms", "p99_ms", "visits_per_s", "nn_rows",
@@ -79,10 +86,16 @@ def scenario_args(scenario: str, round_: int, traffic: str, smoke: bool) -> list
         seeds = "0,1" if smoke else "0,1,2"
         return [*REVIEW_CPU, f"load.seed={seeds}", f"nnCacheSizePowerOfTwo={_ordered((-1, 23), round_)}", *short]
     if scenario == "h200":
-        load = ["load=review", "load.concurrency=[8]"] if traffic == "review" else ["load.concurrency=[256]"]
-        return ["experiment=h200", *load, *short]
+        # the experiment's own traffic is load=batch (issue 40); review and distinct name theirs
+        h200_loads = {
+            "review": ["load=review", "load.concurrency=[8]"],
+            "distinct": ["load=default", "load.concurrency=[256]"],
+        }
+        return ["experiment=h200", *h200_loads.get(traffic, []), *short]
+    if scenario == "beside":
+        return [*LOADS[traffic], *short]
     if scenario == "grid":
-        load = REVIEW_CPU if traffic == "review" else ["load=cpu"]
+        load = LOADS[traffic]
         grid = {"numAnalysisThreads": (1, 4), "numSearchThreadsPerAnalysisThread": (1,)} if smoke else GRID
         return [*load, *(f"{k}={_ordered(v, round_)}" for k, v in grid.items()), *short]
     windows = ["load.warmup_s=8", "load.window_s=8", "load.min_windows=3", "load.max_windows=6"]
@@ -143,11 +156,15 @@ def _jobs(folder: Path, sim: bool = False) -> list[dict[str, Any]]:
 def run_round(out: Path, scenario: str, round_: int, traffic: str, smoke: bool, sim: bool = False) -> dict[str, Any]:
     if scenario == "h200" and not sim:
         raise SystemExit("h200: the simulated H200 only (--sim); on the GPU node: python -m kgbench -m experiment=h200")
-    name = f"{'sim-' if sim else ''}{scenario}{'-' + traffic if scenario in ('grid', 'h200') else ''}-r{round_}"
+    name = (
+        f"{'sim-' if sim else ''}{scenario}{'-' + traffic if scenario in ('grid', 'h200', 'beside') else ''}-r{round_}"
+    )
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
     engine = ["backend=sim"] if sim else ["backend=eigen", *_engine()]
     base = ["contention.check=false", "race.enabled=false"] if scenario == "h200" else BASE
+    if traffic == "batch":  # the batch client's queries carry no maxVisits: BATCH_CPU sets the cfg's
+        base = [a for a in base if not a.startswith("load.max_visits=")]
     args = [*base, *scenario_args(scenario, round_, traffic, smoke), *engine]
     record: dict[str, Any] = {"name": name, "scenario": scenario, "round": round_, "args": _named(args), "smoke": smoke}
     record.update(sim_env=SIM_ENV if sim else None, uptime_before=_uptime())
@@ -243,6 +260,10 @@ def report(out: Path) -> str:
         ("sim-doda", "traffic", ("turns_per_s", "nn_rows_per_visit", "turn_p50_ms", "p50_ms")),
         ("grid-distinct", "threads", ("req_per_s", "turns_per_s", "nn_rows_per_visit", "p99_ms")),
         ("grid-review", "threads", ("turns_per_s", "req_per_s", "nn_rows_per_visit", "turn_p50_ms")),
+        ("grid-batch", "threads", ("turns_per_s", "nn_rows_per_visit", "p50_ms", "p99_ms", "errors")),
+        ("beside-batch", "name", ("turns_per_s", "req_per_s", "nn_rows_per_visit", "turn_p50_ms", "p99_ms")),
+        ("beside-review", "name", ("turns_per_s", "req_per_s", "nn_rows_per_visit", "turn_p50_ms", "p99_ms")),
+        ("beside-distinct", "name", ("turns_per_s", "req_per_s", "nn_rows_per_visit", "turn_p50_ms", "p99_ms")),
         ("doda", "traffic", ("turns_per_s", "nn_rows_per_visit", "turn_p50_ms", "p50_ms")),
         ("kinds", "traffic", ("turns_per_s", "req_per_s", "p50_ms", "p99_ms", "nn_rows_per_visit")),
         ("sim-h200-distinct", "name", ("turns_per_s", "nn_rows_per_visit", "p99_ms")),
@@ -258,9 +279,9 @@ def report(out: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.traffic", description=__doc__.split("\n\n")[0])
-    p.add_argument("scenario", choices=["cache", "pair", "grid", "doda", "kinds", "h200", "report"])
+    p.add_argument("scenario", choices=["cache", "pair", "grid", "doda", "kinds", "beside", "h200", "report"])
     p.add_argument("--round", type=int, default=1, help="1, 2, ...: even rounds run the configs in reverse order")
-    p.add_argument("--traffic", choices=["distinct", "review"], default="review", help="grid: the traffic")
+    p.add_argument("--traffic", choices=list(LOADS), default="review", help="grid, beside, h200: the traffic")
     p.add_argument("--out", type=Path, default=Path("bench-traffic"))
     p.add_argument("--smoke", action="store_true", help="two configs, short windows: checks the harness only")
     p.add_argument("--sim", action="store_true", help="the simulated engine (cpu-eigen-b6c96) instead of KataGo")

@@ -24,7 +24,7 @@ from kgserve.logformat import LISTENING_RE
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import Settings
 
-__all__ = ["ServerProcess", "bare_server", "kgserve_server", "serving_cpu_s", "standin_settings"]
+__all__ = ["ServerProcess", "bare_server", "defences_off", "kgserve_server", "serving_cpu_s", "standin_settings"]
 
 START_TIMEOUT_S = 60.0
 
@@ -93,6 +93,33 @@ def standin_settings(settings: Settings) -> Settings:
     return settings.model_copy(update={"engine": engine.model_copy(update={"backends": backends})})
 
 
+# kgserve's per-client defences and safety bounds (docs/http-limits.md), at a value that never engages: 0 where 0 is
+# "no bound", else far past anything a benchmark sends. Priority classes are a feature, not a defence: left as shipped.
+_UNBOUNDED = 1 << 40
+_DEFENCES_OFF = {
+    "limits": {
+        "max_inflight_queries": 1 << 20,
+        "max_inflight_per_client": 1 << 20,
+        "max_connections_per_client": 1 << 20,
+        "max_connections": 1 << 20,
+        "max_requests_per_s_per_client": 0,
+        "max_messages_per_s_per_client": 0,
+        "max_partial_bytes_per_s": 0,
+        "memory_budget_bytes": _UNBOUNDED,
+        "memory_per_client_bytes": _UNBOUNDED,
+    },
+    "websocket": {"max_messages_per_s": 0},
+    "engine": {"thread_reserve": 0.0},
+}
+
+
+def defences_off(settings: Settings) -> Settings:
+    """``settings`` with every per-client cap, pacing, share and safety bound of kgserve's front end off (the
+    comparison of issue 40: a lone client with the shipped defences on against the same kgserve without them)."""
+    sections = {name: getattr(settings, name).model_copy(update=values) for name, values in _DEFENCES_OFF.items()}
+    return settings.model_copy(update=sections)
+
+
 def _ready(url: str) -> bool:
     with contextlib.suppress(OSError), urllib.request.urlopen(url + "/readyz", timeout=5) as response:
         return response.status == 200
@@ -100,10 +127,13 @@ def _ready(url: str) -> bool:
 
 
 @contextlib.contextmanager
-def kgserve_server(settings: Settings, env: Mapping[str, str]) -> Iterator[ServerProcess]:
-    """``python -m kgserve`` with ``settings`` (port 0), ready; SIGTERM on exit."""
+def kgserve_server(
+    settings: Settings, env: Mapping[str, str], *, limits_as_given: bool = False
+) -> Iterator[ServerProcess]:
+    """``python -m kgserve`` with ``settings`` (port 0), ready; SIGTERM on exit. Its limits are a lone load
+    generator's (kgbench.targets.kgserve_process.one_client) unless ``limits_as_given``."""
     with tempfile.TemporaryDirectory(prefix="kgbench-hotpath-") as tmp:
-        config = write_config(settings, Path(tmp))
+        config = write_config(settings, Path(tmp), limits_as_given=limits_as_given)
         log_path = Path(tmp) / "kgserve.log"
         argv = [sys.executable, "-m", "kgserve", "--config", str(config), "--port", "0"]
         with log_path.open("wb") as log:

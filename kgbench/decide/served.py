@@ -5,7 +5,9 @@ A run records its kgserve's settings as params `serve.<key>` and the load genera
 (kgbench.track.schema.SERVING_CHANGES). A scratch runtime is written with exactly those settings, the load
 generator's changes undone (`runtime_values`); a runtime config promoted in place keeps its own settings (promote
 edits only engine.backend and engine.processes), and promote's line names every served value that is not the
-measured one (`served_clause`).
+measured one (`served_clause`). A job's only changes are its load generator's connection (loopback, port, token):
+a run of today served every limit as the runtime has it. A run from before issue 40 widened per-client caps and
+lifted the per-client pacing for its one-client load; promote names those as limits the runtime serves narrower.
 """
 
 from __future__ import annotations
@@ -74,8 +76,8 @@ def served_of_text(config_text: str) -> dict[str, Any] | None:
 def split_differences(
     served: Mapping[str, Any], measured: MeasuredServing
 ) -> tuple[list[Difference], list[Difference]]:
-    """(settings that differ for no load-generator reason, the per-client and server-wide caps the load generator
-    needed wider); the load generator's own connection (host, port, token) left out."""
+    """(settings that differ for no load-generator reason, the limits a run from before issue 40 widened for its
+    load generator); the load generator's own connection (host, port, token) left out."""
     found = differences(served, measured.values, measured.changes, measured.transport)
     real = [d for d in found if not d.why]
     caps = [d for d in found if d.why and d.key not in _CONNECTION]
@@ -95,5 +97,8 @@ def served_clause(served: Mapping[str, Any] | None, measured: MeasuredServing) -
         return f"SERVED SETTINGS DIFFER from the measured: {named}{direct}"
     if caps:
         named = "; ".join(d.text() for d in caps)
-        return f"serving settings as measured{direct}, but for the caps its one-client load needed: {named}"
+        return (
+            f"SERVED LIMITS DIFFER from the measured{direct}: the job (a kgbench before issue 40) widened them for "
+            f"its one-client load, the runtime serves them as written: {named}"
+        )
     return f"serving settings as measured{direct}"

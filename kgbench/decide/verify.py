@@ -8,9 +8,9 @@ likely cause: a served setting that is not the measured one (kgbench.decide.serv
 another KataGo or network, requests refused or failed, an engine restarted, other work on the machine
 (kgbench.track.contention), or none of these.
 
-kgserve runs on a free port, with the load generator's own settings the job ran with (kgbench.targets.serving:
-loopback, no token, and the caps its one-client load needed), each printed; with none but the port it is
-`python -m kgserve --config CONFIG --port 0` exactly. The load is the job's (kgbench.load): its traffic, visits and
+kgserve runs on a free port, with the load generator's own connection (kgbench.targets.serving: loopback, no token),
+each change printed, every limit as written; with none but the port it is `python -m kgserve --config CONFIG --port
+0` exactly. The load is the job's (kgbench.load): its traffic, visits and
 windows at the level its headline came from, one level, its windows cut to `max_s` when given.
 """
 
@@ -33,7 +33,7 @@ from kgbench.decide.served import measured_serving, split_differences
 from kgbench.decide.verifyrun import Served, serve_and_load
 from kgbench.load.interval import Interval
 from kgbench.load.types import LoadSettings
-from kgbench.targets.serving import apply_serving, for_load_generator, serving_settings
+from kgbench.targets.serving import for_load_generator, serving_settings
 from kgbench.track.schema import KATAGO_VERSION, MODEL_FILE, VERIFY
 from kgserve.provenance import Provenance, read_provenance
 from kgserve.settings import DEFAULT_CONFIG_PATH, Settings
@@ -91,15 +91,13 @@ def _job_load(client: MlflowClient, run: Run, max_s: float | None) -> LoadSettin
     )
 
 
-def _config_for(settings: Settings, run: Run, level: int, tmp: Path) -> tuple[Path, list[str]]:
-    """The config kgserve is started with, and what it changes from the written runtime (the port aside)."""
-    measured = measured_serving(run)
+def _config_for(settings: Settings, tmp: Path) -> tuple[Path, list[str]]:
+    """The config kgserve is started with, and what it changes from the written runtime (the port aside): the load
+    generator's connection only (loopback, no token), every limit as written, as a job's kgserve serves them. A run
+    from before issue 40 measured with caps widened; they are not applied here (the runtime is served as written)
+    and `_causes` names them."""
     data: dict[str, Any] = settings.model_dump(mode="json")
-    if measured.recorded:
-        apply_serving(data, {c.key: c.measured for c in measured.changes})
-        changes = [c for c in measured.changes if c.key != "server.port"]
-    else:  # a run from before kgbench recorded them: what a job would need today
-        changes = [c for c in for_load_generator(data, level) if c.key != "server.port"]
+    changes = [c for c in for_load_generator(data) if c.key != "server.port"]
     data["server"]["port"] = 0
     if not changes and settings.source is not None:
         return settings.source, []
@@ -112,8 +110,9 @@ def _causes(settings: Settings, run: Run, prov: Provenance, served: Served) -> l
     """What may have cost the served figure, most likely first."""
     causes = []
     measured = measured_serving(run)
-    real, _ = split_differences(serving_settings(settings), measured)
+    real, widened = split_differences(serving_settings(settings), measured)
     causes += [f"served setting {d.text()}" for d in real]
+    causes += [f"a limit the job widened (a kgbench before issue 40) served as written: {d.text()}" for d in widened]
     if measured.transport == "direct":
         causes.append("the job measured the engines without kgserve's front end (transport=direct)")
     if prov.modified:
@@ -203,11 +202,12 @@ def verify(
         f"{_fmt(promised)} at concurrency {level}"
     )
     with tempfile.TemporaryDirectory(prefix="kgbench-verify-") as tmp:
-        config, changes = _config_for(settings, run, level, Path(tmp))
+        config, changes = _config_for(settings, Path(tmp))
         but = f", with the job's load-generator settings: {'; '.join(changes)}" if changes else ""
         say(f"kgserve: python -m kgserve --config {config} --port 0{but}")
         bound = load.warmup_s + load.max_windows * load.window_s
-        say(f"load: the job's, at concurrency {level}, {load.max_visits} visits, for at most {bound:.0f} s")
+        visits = "the cfg's visits" if load.max_visits is None else f"{load.max_visits} visits"
+        say(f"load: the job's, at concurrency {level}, {visits}, {load.traffic} traffic, for at most {bound:.0f} s")
         served = serve_and_load(config, settings, load, Path(tmp) / "kgserve.log", env)
     if served.failure:
         say(f"FAILED: the written runtime did not serve the job's load: {served.failure}")

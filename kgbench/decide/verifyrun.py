@@ -12,7 +12,7 @@ from typing import Any
 
 from kgbench.load.generator import DRAIN_S, run_load
 from kgbench.load.interval import Interval
-from kgbench.load.traffic import QuerySource
+from kgbench.load.kinds import build_traffic
 from kgbench.load.types import HttpTarget, LoadResult, LoadSettings
 from kgbench.targets.kgserve_process import KgserveProcess
 from kgbench.track.contention import ContentionSettings
@@ -64,7 +64,7 @@ def serve_and_load(
         proc.start()
         _, ready = proc.wait_ready(engine.backend_settings().startup_timeout_s * engine.processes + 60)
         assert proc.url is not None
-        queries = QuerySource.from_dirs(seed=load.seed)
+        queries = build_traffic(load)  # the job's own traffic (distinct, review, batch...), its own seed
         frontend = lambda: proc.proc.pid if proc.proc is not None else None  # noqa: E731
         with MeasureWatch(frontend_pid=frontend, device=backend_device(engine.backend)) as watch:
             result = asyncio.run(asyncio.wait_for(run_load(HttpTarget(proc.url), load, queries), _bound_s(load)))

@@ -150,7 +150,8 @@ async def _issue(sender: Sender, client: Client, level: _Level, counter: list[in
     loop's cap holds even when it creates several tasks (running late) before any of them first runs."""
     key, body = client.next()
     body.update(level.load.query_fields)
-    body["maxVisits"] = level.load.max_visits
+    if level.load.max_visits is not None:  # null: the query carries none, the cfg's maxVisits applies
+        body["maxVisits"] = level.load.max_visits
     counter[0] += 1
     kind = client.kind
     try:

@@ -9,6 +9,8 @@
   query in flight, with `reportDuringSearchEvery` (what KaTrain shows while it thinks; `load.report_every_s: null`:
   without, a client analysing a game one position a request); at the game's end the player opens the next game of
   the shared order.
+- ``batch`` (kgbench.load.batch): a bulk analysis client: the 19x19 games' positions in file order, one a query
+  (`analyzeTurns: [n]`, no `maxVisits` with `load.max_visits: null`), every worker drawing from the one stream.
 - ``mixed``: the workers of each level shared out between those kinds in the ratio `load.mix` (largest remainders:
   at concurrency 8 with review 0.5, interactive 0.25, distinct 0.25: 4, 2 and 2 workers).
 
@@ -26,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from kgbench.load.batch import BatchTraffic
 from kgbench.load.games.library import load_library
 from kgbench.load.traffic import (
     DEFAULT_KOMI_OFFSETS,
@@ -50,7 +53,7 @@ __all__ = [
     "games_for",
 ]
 
-KINDS = ("distinct", "review", "interactive", "mixed")
+KINDS = ("distinct", "review", "interactive", "mixed", "batch")
 
 
 class Client(Protocol):
@@ -306,6 +309,8 @@ def build_traffic(
     pool = list(games) if games is not None else games_for(load.game_set)
     if load.traffic == "distinct":
         return distinct if distinct is not None else QuerySource(pool, seed=load.seed)
+    if load.traffic == "batch":
+        return BatchTraffic(pool)
     order = GameOrder(pool, seed=load.seed)
     review, interactive = ReviewTraffic(order), InteractiveTraffic(order, load.report_every_s)
     if load.traffic == "review":

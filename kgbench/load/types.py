@@ -16,7 +16,8 @@ Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
 - ``max_windows`` [10]: stop after this many windows even if not stable; the level (and the run) is flagged unstable.
 - ``tolerance`` [0.1]: the last ``min_windows`` windows agree when (max - min) / mean of their req/s <= tolerance
   (a window in which no request completed never agrees).
-- ``max_visits`` [50]: ``maxVisits`` put into every query.
+- ``max_visits`` [50]: ``maxVisits`` put into every query; null: none (the cfg's ``maxVisits`` applies, as a client
+  that sends none gets; load=batch).
 - ``request_timeout_s`` [60.0]: client-side timeout per request (error kind ``timeout``).
 - ``seed`` [0]: traffic order and Poisson arrivals.
 - ``max_loop_lag_ms`` [100.0]: self-watch: the run is invalid when the load generator's event loop lags more than
@@ -39,8 +40,9 @@ Load settings (``conf/load/*.yaml`` keys, defaults in brackets):
 - ``traffic`` [distinct]: what a request is (kgbench.load.kinds): ``distinct`` one position nobody sent before,
   ``review`` one whole game with ``analyzeTurns`` over every turn, ``interactive`` a player stepping through a game
   a move at a time (one query in flight per worker, ``reportDuringSearchEvery``), ``mixed`` the workers shared out
-  by ``mix``. Every kind is measured in analysed turns/s beside requests/s; ``distinct`` decides its windows by
-  requests (one turn each), the others by turns (a review's request is a whole game).
+  by ``mix``, ``batch`` a bulk client's positions in file order, one a query, all workers one stream
+  (kgbench.load.batch). Every kind is measured in analysed turns/s beside requests/s; ``distinct`` decides its
+  windows by requests (one turn each), the others by turns (a review's request is a whole game).
 - ``games`` [null]: what the traffic is built from: ``samples`` (the five sample queries: assets/analysis/inputs and
   the reference samples), ``selfplay`` (the real games of assets/analysis/games), null: ``samples`` for
   ``distinct`` (its positions as before), ``selfplay`` for the rest.
@@ -62,7 +64,7 @@ from typing import Any, Literal
 import pandas as pd
 
 Mode = Literal["closed", "open"]
-TrafficKind = Literal["distinct", "review", "interactive", "mixed"]
+TrafficKind = Literal["distinct", "review", "interactive", "mixed", "batch"]
 GameSet = Literal["samples", "selfplay"]
 Ladder = Literal["fixed", "auto"]
 Order = Literal["given", "descending"]
@@ -95,7 +97,7 @@ class LoadSettings:
     min_windows: int = 3
     max_windows: int = 10
     tolerance: float = 0.1
-    max_visits: int = 50
+    max_visits: int | None = 50
     request_timeout_s: float = 60.0
     seed: int = 0
     max_loop_lag_ms: float = 100.0
@@ -123,8 +125,11 @@ class LoadSettings:
             raise ValueError("load.window_s must be > 0 and load.warmup_s >= 0")
         if self.min_windows < 1 or self.max_windows < self.min_windows:
             raise ValueError("load.min_windows must be >= 1 and load.max_windows >= load.min_windows")
-        if self.max_visits < 1 or self.request_timeout_s <= 0 or self.tolerance < 0:
-            raise ValueError("load.max_visits >= 1, load.request_timeout_s > 0 and load.tolerance >= 0 required")
+        visits_ok = self.max_visits is None or self.max_visits >= 1
+        if not visits_ok or self.request_timeout_s <= 0 or self.tolerance < 0:
+            raise ValueError(
+                "load.max_visits >= 1 or null, load.request_timeout_s > 0 and load.tolerance >= 0 required"
+            )
         reserved = sorted({"id", "maxVisits"} & set(self.query_fields))
         if reserved:
             raise ValueError(f"load.query_fields must not set {reserved}: the generator sets them (load.max_visits)")
@@ -149,7 +154,7 @@ class LoadSettings:
         self._check_traffic()
 
     def _check_traffic(self) -> None:
-        kinds = ("distinct", "review", "interactive", "mixed")
+        kinds = ("distinct", "review", "interactive", "mixed", "batch")
         if self.traffic not in kinds:
             raise ValueError(f"load.traffic must be one of {', '.join(kinds)}, got {self.traffic!r}")
         if self.games not in (None, "samples", "selfplay"):

@@ -261,12 +261,16 @@ def one_client(data: dict[str, Any]) -> None:
     limits["max_requests_per_s_per_client"] = 0  # its request rate is what is measured
 
 
-def write_config(settings: Settings, directory: Path, *, max_inflight: int = 4096) -> Path:
-    """A kgserve config file with absolute paths, loopback, port 0, no auth, one client."""
+def write_config(
+    settings: Settings, directory: Path, *, max_inflight: int = 4096, limits_as_given: bool = False
+) -> Path:
+    """A kgserve config file with absolute paths, loopback, port 0, no auth, one client (`one_client`);
+    `limits_as_given`: every limit as ``settings`` has them (benchmarks.hotpath --defences: the shipped ones)."""
     data: dict[str, Any] = settings.model_dump(mode="json")
     data["server"].update(host="127.0.0.1", port=0, auth_token_env=None)
-    data.setdefault("limits", {})["max_inflight_queries"] = max_inflight
-    one_client(data)
+    if not limits_as_given:
+        data.setdefault("limits", {})["max_inflight_queries"] = max_inflight
+        one_client(data)
     path = directory / "kgserve_bench.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
     return path

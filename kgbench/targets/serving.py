@@ -4,20 +4,17 @@ promoted into, except what its load generator needs, and a served runtime is com
 A job's kgserve config is the runtime config's, with the job's cfg, backend and engine count (what promote writes),
 and these load-generator changes only (`for_load_generator`), each recorded with its reason (`Change`):
 - `server.host` 127.0.0.1 and `server.port` 0: the load generator connects over loopback to a free port;
-- `server.auth_token_env` off: the load generator presents no token;
-- over HTTP, the caps its traffic would pass. The load generator is ONE client (one address, no token) with up to
-  its highest level of queries in flight, each on a connection of its own: a per-client cap below that
-  (`limits.max_inflight_per_client` against the job's concurrency, `limits.max_connections_per_client` against its
-  connections) would refuse the load as one client's share, and a server-wide `limits.max_inflight_queries` below
-  it would refuse the load itself. Only a cap the load would pass is widened, and only to what it needs;
-- over HTTP, `limits.max_requests_per_s_per_client` (issue 36) off (0): the load generator's request rate is what
-  is measured, and it stands for many clients; one closed loop's rate has no bound to widen it to (a kgserve job
-  reaches 2,000+ req/s on the sim, docs/gpu-h100.md), so a runtime's bound (1000 shipped) would pace the measured
-  load as one client's share and is lifted whenever the runtime has one.
-The message-rate bounds (`websocket.max_messages_per_s`, `limits.max_messages_per_s_per_client`) count lines sent
-over /ws; the load generator only POSTs /analysis, so they never see it and stay the runtime's.
+- `server.auth_token_env` off: the load generator presents no token.
+Nothing else: every limit is the runtime's, at any level (issue 40). The load generator is ONE client (one address,
+no token, up to its highest level of queries in flight, each on a connection of its own), the shape of the bulk
+client this tool's users run; kgserve's per-client caps, pacing and shares are work-conserving (they engage only
+among clients that contend: docs/http-limits.md), so a lone client is neither refused nor slowed by them, and the
+figure a job measures is the figure the promoted runtime serves to that client. (Until issue 40 a job widened
+`limits.max_inflight_per_client` and `limits.max_connections_per_client` to its load and lifted
+`limits.max_requests_per_s_per_client`: it measured a client the served runtime refused; such a run's recorded
+changes are still read back and named by promote and `--verify`.)
 Everything else (the thread reserve, admission, the memory budget and its per-client share, priority classes,
-workers, timeouts, liveness) is the runtime's. `transport=direct` sends the queries into the engine pool in
+workers, timeouts, liveness) is the runtime's too. `transport=direct` sends the queries into the engine pool in
 kgbench's own process, as one client (kgbench.load.senders.DirectSender): the engine settings (its thread reserve
 included) apply, kgserve's front end (admission, caps, priority classes, workers, HTTP timeouts) is not in the
 figure, and the job's record says so.
@@ -50,8 +47,6 @@ __all__ = [
     "differences",
     "for_load_generator",
     "front_end_note",
-    "needed_connections",
-    "needed_inflight",
     "recorded",
     "serving_line",
     "serving_params",
@@ -118,21 +113,9 @@ def serving_settings(settings: Settings | Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def needed_inflight(concurrency: int) -> int:
-    """Queries in flight a kgserve must admit from a closed loop of `concurrency`: its level, and a margin for
-    answers the client has read whose slot kgserve frees a moment later."""
-    return concurrency + max(16, concurrency // 8)
-
-
-def needed_connections(concurrency: int) -> int:
-    """Connections the load generator may hold open: its connection pool (kgbench.load.generator: the highest
-    level + 8), and a margin for a closed one kgserve counts a moment longer."""
-    return concurrency + 16
-
-
-def for_load_generator(data: dict[str, Any], concurrency: int | None) -> list[Change]:
-    """Turn a runtime's kgserve config (Settings.model_dump) into the one its load generator measures, in place;
-    the changes, each with why. `concurrency`: the load's highest level over HTTP (None: no HTTP load)."""
+def for_load_generator(data: dict[str, Any]) -> list[Change]:
+    """Turn a runtime's kgserve config (Settings.model_dump) into the one its load generator measures, in place:
+    its connection only (loopback, a free port, no token), every limit the runtime's; the changes, each with why."""
     changes: list[Change] = []
 
     def put(section: str, key: str, value: Any, why: str) -> None:
@@ -144,25 +127,6 @@ def for_load_generator(data: dict[str, Any], concurrency: int | None) -> list[Ch
     put("server", "host", "127.0.0.1", "the load generator connects over loopback")
     put("server", "port", 0, "a free port for the load generator")
     put("server", "auth_token_env", None, "the load generator presents no token")
-    if concurrency is None:
-        return changes
-    limits = data.setdefault("limits", {})
-    inflight, connections = needed_inflight(concurrency), needed_connections(concurrency)
-    caps = (
-        ("max_inflight_queries", inflight, f"the load's {concurrency} queries in flight"),
-        ("max_inflight_per_client", inflight, f"one client (the load generator) with {concurrency} queries in flight"),
-        ("max_connections_per_client", connections, f"one client (the load generator) with {concurrency} connections"),
-    )
-    for key, needed, why in caps:
-        if int(limits.get(key, 0)) < needed:
-            put("limits", key, needed, why)
-    if int(limits.get("max_requests_per_s_per_client", 0)):
-        put(
-            "limits",
-            "max_requests_per_s_per_client",
-            0,
-            "one client (the load generator) whose request rate is what is measured",
-        )
     return changes
 
 

@@ -27,7 +27,7 @@ class ColdStart:
     sent: int  # positions handed out by the jobs that counted them
     repeats: int  # of them, handed out before in the sweep (the sweep used every distinct position)
     distinct: int | None  # distinct positions of the traffic
-    games: int = 0  # load jobs whose traffic is games (review, interactive: kgbench.load.kinds), one order for all
+    games: int = 0  # load jobs whose traffic is games (review, interactive, batch: kgbench.load.kinds), one order
 
     def lines(self) -> list[str]:
         """Markdown list items for a report's summary: only what happened (no line when no job started)."""
@@ -50,7 +50,7 @@ class ColdStart:
             return "- positions: no job sent positions (mode=engine: `katago benchmark` uses its own)"
         own = self.load_jobs - self.from_ledger - self.games
         games = (
-            f"{self.games} job(s) sent games (review or interactive traffic) in one seeded order, each job on its own "
+            f"{self.games} job(s) sent games (review, interactive or batch traffic) in one order, each job on its own "
             "engines (no NN cache carries over between jobs)"
         )
         if self.from_ledger == 0 and own == 0:

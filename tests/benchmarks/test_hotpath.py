@@ -1,15 +1,20 @@
-"""The hot-path benchmark's parts: the bare server answers its size, the client counts and times answers."""
+"""The hot-path benchmark's parts: the bare server answers its size, the client counts and times answers, the
+defences-off kgserve (issue 40) has every defence off."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from benchmarks.hotpath import POLICY, workloads
 from benchmarks.rig.bare_asgi import ndjson_line
 from benchmarks.rig.client import closed_loop
-from benchmarks.rig.servers import bare_server
+from benchmarks.rig.servers import bare_server, defences_off, standin_settings
+from kgbench.targets.kgserve_process import write_config
+from kgbench.targets.sim import sim_settings
+from kgserve.settings import load_settings
 
 
 def test_ndjson_line_has_the_asked_size_and_is_json() -> None:
@@ -43,3 +48,17 @@ async def test_closed_loop_against_the_bare_server() -> None:
         assert result.client_cpu_s > 0 and result.client_ceiling > 0
         assert await server.answer_bytes(b'{"id":"c"}') == 512
         assert server.cpu_s() > 0
+
+
+def test_defences_off_turns_every_per_client_bound_and_safety_bound_off_and_nothing_else(tmp_path: Path) -> None:
+    shipped = standin_settings(sim_settings(1))
+    off = load_settings(write_config(defences_off(shipped), tmp_path, limits_as_given=True))  # what kgserve reads
+    (tmp_path / "on").mkdir()
+    on = load_settings(write_config(shipped, tmp_path / "on", limits_as_given=True))
+    assert on.limits == shipped.limits and on.engine.thread_reserve == shipped.engine.thread_reserve  # as shipped
+    assert shipped.limits.max_requests_per_s_per_client > 0 and shipped.engine.thread_reserve > 0
+    assert (off.limits.max_requests_per_s_per_client, off.limits.max_messages_per_s_per_client) == (0, 0)
+    assert off.limits.max_connections_per_client >= 1 << 20 and off.limits.max_inflight_per_client >= 1 << 20
+    assert off.limits.memory_per_client_bytes >= 1 << 40 and off.engine.thread_reserve == 0.0
+    assert off.engine.backends["sim"].command == shipped.engine.backends["sim"].command  # the stand-in still
+    assert off.priority == shipped.priority and off.limits.deadline_s == shipped.limits.deadline_s

@@ -38,3 +38,21 @@ def test_the_report_reads_the_committed_rounds(tmp_path: Path) -> None:
     assert cache_shares([json.loads(p.read_text()) for p in saved]).startswith("cache shares: r(-1) 1.067")
     # a folder without rounds reports what it lacks instead of failing
     assert "needs the cache rounds" in report(tmp_path)
+
+
+def test_the_batch_rounds_send_no_maxvisits_and_the_report_reads_issue_40s() -> None:
+    """load=batch's queries carry no maxVisits (the cfg's 16 instead of BASE's load.max_visits=16), beside its review
+    and distinct twins; issue 40's committed rounds are read like issue 35's."""
+    batch = scenario_args("beside", 1, "batch", False)
+    assert "load=batch" in batch and "maxVisits=16" in batch and not any(a.startswith("load.max_visits") for a in batch)
+    assert scenario_args("beside", 1, "distinct", False) == ["load=cpu"]
+    assert "numAnalysisThreads=1,2,4" in scenario_args("grid", 1, "batch", False)
+    assert scenario_args("h200", 1, "batch", False) == ["experiment=h200"]  # the experiment's own traffic
+    assert "load=default" in scenario_args("h200", 1, "distinct", False)
+    rounds = PROJECT_ROOT / "docs" / "data" / "issue40"
+    for path in sorted(rounds.glob("*-r[0-9]*.json")):
+        record = json.loads(path.read_text())
+        assert not any("/" in a.split("=", 1)[1] for a in record["args"] if a.startswith("engine."))
+        assert not any(a.startswith("load.max_visits") for a in record["args"]) or "load=batch" not in record["args"]
+    text = report(rounds)
+    assert "### grid-batch" in text and "### beside-batch" in text and "### beside-distinct" in text

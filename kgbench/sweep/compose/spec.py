@@ -39,12 +39,10 @@ class Prepared:
     serving_changes: tuple[Change, ...] = ()  # the job's kgserve's settings that are not the runtime's, and why
 
 
-def job_settings_yaml(
-    settings: Settings, cfg_path: Path, engines: int, concurrency: int | None
-) -> tuple[str, list[Change]]:
+def job_settings_yaml(settings: Settings, cfg_path: Path, engines: int) -> tuple[str, list[Change]]:
     """A kgserve config for this job only: the runtime's serving settings with this job's cfg and engines (what
-    promote writes), absolute paths, and what its load generator needs (kgbench.targets.serving: loopback, a free
-    port, no token, and over HTTP the caps one client at `concurrency` would pass); those changes, each with why."""
+    promote writes), absolute paths, and what its load generator's connection needs (kgbench.targets.serving:
+    loopback, a free port, no token; every limit the runtime's); those changes, each with why."""
     data: dict[str, Any] = settings.model_dump(mode="json")
     data["engine"]["cfg"] = str(cfg_path)
     data["engine"]["processes"] = engines
@@ -53,21 +51,9 @@ def job_settings_yaml(
     # a synthetic net is what a throughput test measures: the job's kgserve serves it (its run is tagged)
     if is_synthetic_model(settings.engine.model_for(settings.engine.backend)):
         data["engine"]["throughput_test"] = True
-    changes = for_load_generator(data, concurrency)
+    changes = for_load_generator(data)
     header = "# kgserve config of one kgbench job (generated from the runtime config; absolute paths)\n"
     return header + yaml.safe_dump(data, sort_keys=False), changes
-
-
-def _highest_level(load: dict[str, Any]) -> int:
-    """The most queries the job's load has in flight."""
-    concurrency = load.get("concurrency", [1])
-    try:
-        highest = max(int(c) for c in (concurrency if isinstance(concurrency, list) else [concurrency]))
-        if load.get("ladder") == "auto":  # the ladder may double up to max_concurrency
-            highest = max(highest, int(load.get("max_concurrency", highest)))
-    except (TypeError, ValueError):
-        raise JobFailure(f"load.concurrency={concurrency!r} must be a list of positive integers") from None
-    return highest
 
 
 def prepare(cfg: DictConfig, job_dir: Path, label: str = "") -> Prepared:
@@ -96,10 +82,8 @@ def prepare(cfg: DictConfig, job_dir: Path, label: str = "") -> Prepared:
     job_dir.mkdir(parents=True, exist_ok=True)
     cfg_path = (job_dir / "katago.cfg").resolve()
     cfg_path.write_text(rendered.text, encoding="utf-8")
-    load = section(cfg, "load") if mode == "load" else {}
-    highest = _highest_level(load) if mode == "load" else None
     kgserve_config = (job_dir / "kgserve_config.yaml").resolve()
-    text, changes = job_settings_yaml(settings, cfg_path, engines, highest if transport == "http" else None)
+    text, changes = job_settings_yaml(settings, cfg_path, engines)
     kgserve_config.write_text(text, encoding="utf-8")
     # kgbench measures a synthetic net's throughput: the start-up checks must not refuse it (its runs are tagged)
     synthetic = is_synthetic_model(settings.engine.model_for(backend)) or settings.engine.throughput_test

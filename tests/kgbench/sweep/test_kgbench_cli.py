@@ -75,7 +75,7 @@ def test_experiment_h200_runs_its_sweep_in_order_with_the_command_lines_keys(tmp
                             f"runtime_config={config}")  # fmt: skip
     assert code != 0, out
     assert "Traceback" not in out, out
-    assert "kgbench sweep: 2 job(s), sorted by turns/s" in out  # experiment=h200 sweeps review traffic (issue 35)
+    assert "kgbench sweep: 2 job(s), sorted by turns/s" in out  # experiment=h200 sweeps batch traffic (issue 40)
     jobs = [yaml.safe_load((tmp_path / "multirun" / str(n) / ".hydra" / "overrides.yaml").read_text()) for n in (0, 1)]
     line = ["++nnMaxBatchSize=64", "++numAnalysisThreads=64", "experiment=h200", f"++runtime_config={config}"]
     assert jobs == [["backend=cuda", *line], ["backend=trt", *line]]

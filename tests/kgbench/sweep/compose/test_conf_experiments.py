@@ -76,10 +76,13 @@ def test_every_h200_job_composes_and_renders(backend: str) -> None:
         assert cfg.mode == "load"
 
 
-def test_h200_sends_game_reviews_unless_the_command_line_names_a_load() -> None:
-    # docs/traffic.md, "experiment=h200's traffic": reviews by default, any load option on the command line wins
+def test_h200_sends_the_batch_clients_traffic_unless_the_command_line_names_a_load() -> None:
+    # docs/traffic.md, "experiment=h200's traffic": the node's bulk client by default (issue 40: 512 positions in
+    # flight from one client, no maxVisits in the queries: the cfg's), any load option on the command line wins
     cfg = _compose(["experiment=h200"])
-    assert (cfg.load.traffic, list(cfg.load.concurrency)) == ("review", [2, 4, 8])
+    assert (cfg.load.traffic, list(cfg.load.concurrency), cfg.load.max_visits) == ("batch", [512], None)
+    assert katago_keys(cfg)["maxVisits"] == 500  # what the batch's queries get, and what promote writes
+    assert _compose(["experiment=h200", "load=review"]).load.traffic == "review"
     assert _compose(["experiment=h200", "load=default"]).load.traffic == "distinct"
     assert _compose(["experiment=h200", "load=mixed"]).load.traffic == "mixed"
     assert _compose(["experiment=h200_engine"]).load.traffic == "distinct"  # katago benchmark sends no load
