@@ -12,6 +12,7 @@ from mlflow.entities import Run
 from mlflow.tracking import MlflowClient
 
 from kgbench.targets.serving import PARAM_PREFIX as SERVING_PARAM_PREFIX
+from kgbench.track.record import CFG_SHA256_PARAM, RECORD_SHA256_PARAM
 from kgbench.track.schema import (
     BOTTLENECK,
     CONTENDED,
@@ -57,7 +58,10 @@ def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> 
 
 
 def _served(param: str) -> bool:
-    return param.startswith(SERVING_PARAM_PREFIX)
+    """kgserve's serving settings, and the digests of the job's record and cfg artifacts (the record names its
+    transport and serving; the cfg its job's own folders): what a direct job and its http twin differ in besides
+    the transport."""
+    return param.startswith(SERVING_PARAM_PREFIX) or param in (RECORD_SHA256_PARAM, CFG_SHA256_PARAM)
 
 
 def overheads(runs: list[Run]) -> dict[str, float]:

@@ -62,7 +62,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("inputs", nargs="+", type=Path, help="SGF files or folders, or JSONL query files")
     parser.add_argument("-o", "--output", type=Path, required=True, help="the answers, JSONL (OUT)")
     target = parser.add_mutually_exclusive_group(required=True)
-    target.add_argument("--url", help="a kgserve, e.g. http://127.0.0.1:9100")
+    target.add_argument("--url", help="a kgserve, e.g. http://127.0.0.1:PORT (server.port of its runtime config)")
     target.add_argument("--config", type=Path, help="no server: run the engines of this runtime config here")
     parser.add_argument("--backend", help="with --config: the engine backend (cuda, trt, eigen, sim)")
     parser.add_argument("--token-env", help="with --url: the environment variable holding kgserve's bearer token")
