@@ -27,6 +27,7 @@ __all__ = ["serve_promoted", "stop_serving", "through_kgserve_and_pipe", "verify
 
 POLICY_FIELDS = {"includePolicy": True, "includeOwnership": True}
 SAMPLE = "lategame_19x19"
+NO_CAUSE = "likely cause: none found"  # kgbench.decide.verify's line when the settings are the measured ones
 
 
 def verify_promoted(q: Qualification, record: StepRecord) -> str:
@@ -35,17 +36,26 @@ def verify_promoted(q: Qualification, record: StepRecord) -> str:
     config = q.scratch_dir / "config.yaml"
     if not config.is_file():
         raise StepFailed("nothing was promoted: no runtime to verify")
-    lines: list[str] = []
     client = runlib.make_client(q.tracking_uri)
-    try:
-        code = verify(config, load_settings(config), client, max_s=q.budget.share(0.06, 30), say=lines.append,
-                      env=q.options.extra_env)  # fmt: skip
-    except VerifyError as exc:
-        raise StepFailed(str(exc)) from None
-    record.data.update(lines=lines, exit=code)
+    attempts: list[list[str]] = []
+    code = 1
+    # verify's own advice when it finds no cause for a served figure below the job's: the job's interval may be
+    # narrower than the run-to-run noise, run it again. The step does so once; both attempts stay in the record
+    while len(attempts) < 2:
+        lines: list[str] = []
+        try:
+            code = verify(config, load_settings(config), client, max_s=q.budget.share(0.06, 30), say=lines.append,
+                          env=q.options.extra_env)  # fmt: skip
+        except VerifyError as exc:
+            raise StepFailed(str(exc)) from None
+        attempts.append(lines)
+        if code == 0 or not lines or NO_CAUSE not in lines[-1]:
+            break
+    record.data.update(lines=attempts[-1], exit=code, attempts=attempts)
     if code != 0:
-        raise StepFailed(lines[-1] if lines else f"verify exited {code}")
-    return lines[-1]
+        raise StepFailed(attempts[-1][-1] if attempts[-1] else f"verify exited {code}")
+    again = f" (on the second attempt; the first: {attempts[0][-1]})" if len(attempts) > 1 else ""
+    return attempts[-1][-1] + again
 
 
 def serve_promoted(q: Qualification, record: StepRecord) -> str:
