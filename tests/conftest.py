@@ -19,12 +19,20 @@ import pytest
 
 from kgbench.targets.kgserve_process import KgserveProcess
 from kgserve.paths import PROJECT_ROOT
+from tests.helpers.alone import pytest_runtest_protocol  # noqa: F401 (a hook: each test beside others, or alone)
 
 # The suite runs beside other work on shared machines (a developer's two cores, CI): a kgbench job there would be
 # flagged contended and set aside by promote, whatever the test checks. Every job started by a test (in this process
 # or a subprocess, which inherits it) gets contention.check=false unless the shell set it; the contention tests pass
 # contention.check=true themselves (tests/kgbench/sweep/test_contention_jobs.py).
 os.environ.setdefault("KGBENCH_CONTENTION_CHECK", "false")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The slow tests first: the workers start on the long ones and end on short ones, so no worker is left running
+    one long test while the others stand idle (the order within each kind is kept)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
 
 REPO = PROJECT_ROOT  # this checkout (kgserve.paths)
 REFERENCE = REPO / "tests" / "data" / "katago-reference"  # real KataGo v1.17.2 transcripts (its README)

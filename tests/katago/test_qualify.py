@@ -14,7 +14,8 @@ import yaml
 from tests.conftest import REPO
 from tests.katago.conftest import RealKatago
 
-pytestmark = [pytest.mark.katago, pytest.mark.slow]
+# alone: qualify's verify step compares what kgserve serves with what the job measured, on the same two cores
+pytestmark = [pytest.mark.katago, pytest.mark.slow, pytest.mark.alone]
 
 
 @pytest.mark.timeout(900)

@@ -23,7 +23,8 @@ from tests.helpers.clone import clone_working_tree, git_status
 from tests.helpers.readme import bash_block, readme_env, run_step, serve_args
 from tests.katago.conftest import BIN_ENV, MODEL_ENV, RealKatago
 
-pytestmark = [pytest.mark.katago, pytest.mark.slow]
+# alone: the sweep's jobs, then promote --verify's served figure against theirs, measure the machine's two cores
+pytestmark = [pytest.mark.katago, pytest.mark.slow, pytest.mark.alone]
 
 SAMPLE = "tsumego_straight3_9x9"
 
@@ -43,8 +44,8 @@ def test_the_readme_on_a_real_katago(tmp_path: Path, real_katago: RealKatago) ->
     # the sim (tests/kgbench/sweep/test_race_sweep.py)
     sweep = run_step(f"{sweep_step} race.enabled=false", env, clone, timeout=900)
     out = sweep.stdout + sweep.stderr
-    assert "kgbench sweep: 2 job(s), sorted by req/s" in out, out[-3000:]
-    assert "promote it: python -m kgbench.promote --runtime-dir runtime/eigen" in out, out[-3000:]
+    assert "kgbench sweep: 2 job(s), sorted by req/s" in out, sweep.stdout[-3000:] + sweep.stderr[-3000:]
+    assert "promote it: python -m kgbench.promote --runtime-dir runtime/eigen" in out, sweep.stdout[-3000:]
     client = MlflowClient(tracking_uri=f"sqlite:///{clone / 'mlflow.db'}")
     jobs = client.search_runs([e.experiment_id for e in client.search_experiments()], "tags.`kgbench.role` = 'job'")
     assert len(jobs) == 2

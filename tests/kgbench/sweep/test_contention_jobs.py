@@ -66,6 +66,7 @@ def _host_is_quiet() -> bool:
     return figures.get("other_cpu_cores", 0.0) < limit / 2 and psutil.getloadavg()[0] < 0.8 * (os.cpu_count() or 1)
 
 
+@pytest.mark.alone  # its premise: no other test's processes on the host
 def test_a_quiet_job_is_not_flagged(tmp_path: Path) -> None:
     if not _host_is_quiet():
         pytest.skip("this machine is not quiet now (other processes use its cores): the premise does not hold")
