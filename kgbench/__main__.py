@@ -11,10 +11,10 @@ marked KILLED: kgbench.sweep.interrupt).
 `python -m kgbench --space [-m] hparams_search=optuna ...` prints a search's space, budget and sampler and runs
 nothing (docs/sweeps.md shows how to narrow it).
 
-Hydra answers `--help`, `--cfg`, `--info` and a refused single run before or without a job: those paths import only
-Hydra, the preflight and this module. The job's own modules (MLflow, matplotlib through kgbench.track, ~1.5 s) and the
-search's (Optuna) are imported inside the functions that use them, once per process (docs/performance.md: 2.0 s
-against a bare Hydra app's 0.2 s before; tests/kgbench/test_light_paths.py keeps it so).
+Hydra answers `--help`, `--cfg`, `--info` and a refused single run or sweep before or without a job: those paths
+import only Hydra, the preflight and this module. The job's own modules (MLflow, matplotlib through kgbench.track,
+~1.5 s) and the search's (Optuna) are imported inside the functions that use them, once per process
+(docs/performance.md: 2.0 s against a bare Hydra app's 0.2 s before; tests/kgbench/test_light_paths.py keeps it so).
 """
 
 from __future__ import annotations

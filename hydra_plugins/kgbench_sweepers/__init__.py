@@ -11,6 +11,8 @@ from hydra.plugins.sweeper import Sweeper
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig
 
+from kgbench.sweep import state  # light (no MLflow): Hydra imports this module on every path
+
 __all__ = ["GroupedSweeper", "OptunaSweeper"]
 
 
@@ -28,6 +30,8 @@ class _Lazy(Sweeper):
 
     def sweep(self, arguments: list[str]) -> Any:
         returns = self.impl.sweep(arguments)
+        if state.refused():  # nothing ran, nothing to race: the race's modules (MLflow) stay unloaded
+            return returns
         # the runs tied with the leader, raced (kgbench.decide.race) with the sweep's own launcher, before the
         # multirun's end summarises it
         importlib.import_module("kgbench.sweep.racing").race_after_sweep(self.impl, returns)

@@ -48,9 +48,6 @@ ENV_JOBS = "KGBENCH_SWEEP_JOBS"
 ENV_EXPERIMENT = "KGBENCH_EXPERIMENT"
 ENV_JOB_KEY = "KGBENCH_JOB_KEY"  # set by a remote launcher: finds the run of a job whose process was lost
 _SWEEP_ENV = (ENV_PARENT, ENV_SWEEP, ENV_JOBS, ENV_EXPERIMENT)
-# kgbench's sweepers open the sweep themselves, once they know it can run: the grid after its preflight, the Optuna
-# search after its journal and study are checked (kgbench.sweep.search_hooks)
-_OPEN_THEMSELVES = ("GroupedSweeper", "OptunaSweeper")
 
 
 def count_jobs(overrides: list[str], params: Mapping[str, Any] | None = None) -> int | None:
@@ -122,11 +119,12 @@ def _end_parent(sweep: state.SweepRun | None) -> None:
 
 
 class KgbenchCallback(Callback):
+    """The multirun's hooks, through kgbench.sweep.lazy_callback.LazyKgbenchCallback (conf/config.yaml), which resets
+    the sweep's state at its start and calls `on_multirun_start` only for a sweeper that does not open the sweep
+    itself (kgbench.sweep.lazy_callback.OPEN_THEMSELVES)."""
+
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        state.reset()
         sweeper = str(config.hydra.sweeper.get("_target_", ""))
-        if any(name in sweeper for name in _OPEN_THEMSELVES):
-            return
         try:
             overrides = list(config.hydra.overrides.task)
             grid = "BasicSweeper" in sweeper

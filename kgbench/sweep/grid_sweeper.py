@@ -19,8 +19,8 @@ from hydra.core.override_parser.types import Override
 from omegaconf import DictConfig, OmegaConf
 
 from kgbench.sweep import preflight, state
-from kgbench.sweep.callbacks import display_overrides, open_sweep
 from kgbench.sweep.grouping import build_key, group_jobs
+from kgbench.sweep.labels import display_overrides
 from kgbench.track import store_errors
 from kgserve.engine.client import is_simulated
 
@@ -39,7 +39,7 @@ class GroupedSweeper(BasicSweeper):
         configs = {tuple(job): self._compose(job) for job in jobs}
         plan = self._preflight(jobs, configs)
         if plan is not None:
-            if (refusal := plan.refusal()) is not None:
+            if (refusal := plan.refusal()) is not None:  # before MLflow is even imported (docs/performance.md)
                 _note(refusal)
                 state.refuse(refusal)
                 return []
@@ -58,6 +58,10 @@ class GroupedSweeper(BasicSweeper):
         assert self.config is not None
         simulated = all(is_simulated(str(configs[tuple(job)].get("backend", ""))) for job in ordered)
         skipped = plan.skipped if plan else ()
+        # the sweep's recording side (MLflow, matplotlib, ~1.5 s), only once the sweep runs: a refused one never
+        # loads it (kgbench.sweep.lazy_callback does the same for the multirun's callback)
+        from kgbench.sweep.callbacks import open_sweep
+
         if refusal := open_sweep(self.config, len(ordered), simulated=simulated, skipped=skipped):
             state.refuse(refusal)  # a full, damaged or unreachable store: no job could record itself
             return []

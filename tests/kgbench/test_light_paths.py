@@ -1,7 +1,8 @@
-"""`python -m kgbench`'s light paths import only what they use: Hydra's own answers (`--help`, `--cfg job`) and a single
-run the preflight refuses never load MLflow, Optuna or matplotlib (~2 s of a bare Hydra app's ~0.2 s; figures in
-docs/performance.md). Behaviour, not time: the modules a real subprocess imported, as `python -X importtime` lists
-them, and `--space` (a search's path, which does load Optuna) shows the listing would catch one."""
+"""`python -m kgbench`'s light paths import only what they use: Hydra's own answers (`--help`, `--cfg job`), a single
+run or a sweep (`-m`) the preflight refuses, and a sweep Hydra refuses never load MLflow, Optuna or matplotlib (~2 s of
+a bare Hydra app's ~0.2 s; figures in docs/performance.md). Behaviour, not time: the modules a real subprocess
+imported, as `python -X importtime` lists them, and `--space` (a search's path, which does load Optuna) shows the
+listing would catch one."""
 
 from __future__ import annotations
 
@@ -36,9 +37,14 @@ def _kgbench(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[st
         (["--cfg", "job"], 0, "nnMaxBatchSize"),
         # the preflight refuses a single run whose engine binary is missing, before anything is recorded
         (["backend=cuda", "engine.binary=/nonexistent/katago"], 2, "nothing to run"),
+        # a sweep on the sim none of whose jobs can start (its model is missing): refused before MLflow is imported
+        (["-m", "backend=sim", "engine.model=/nonexistent/net.bin.gz", "nnMaxBatchSize=8,16"], 2,
+         "backend=sim (2 jobs):\n    the model file /nonexistent/net.bin.gz does not exist"),
+        # a sweep with an option no group has: Hydra's error as the grid sweeper composes its jobs
+        (["-m", "backend=sim,nosuch"], 1, "Could not find 'backend/nosuch'"),
     ],
-    ids=["help", "cfg-job", "refused-run"],
-)
+    ids=["help", "cfg-job", "refused-run", "refused-sweep", "bad-override-sweep"],
+)  # fmt: skip
 def test_a_light_path_imports_no_mlflow_optuna_or_matplotlib(
     tmp_path: Path, args: list[str], status: int, says: str
 ) -> None:
@@ -47,6 +53,7 @@ def test_a_light_path_imports_no_mlflow_optuna_or_matplotlib(
     assert says in done.stdout + done.stderr
     assert "hydra" in imported and "kgbench" in imported  # the listing is read
     assert imported & HEAVY == set()
+    assert not (tmp_path / "mlflow.db").exists()  # nothing recorded
 
 
 def test_the_listing_sees_a_heavy_import_where_one_is_used(tmp_path: Path) -> None:
