@@ -1,13 +1,20 @@
 """What several benchmarks share besides kgbench's own helpers (kgbench.targets: kgserve and the sim as
-targets; kgbench.track.machine: the machine line): a free port, a process's RSS."""
+targets; kgbench.track.machine: the machine line): a free port, a process's RSS, a run on simulated devices."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import psutil
 
-__all__ = ["free_port", "rss_mb"]
+from kgbench.targets.sim import cleanup_devices
+
+__all__ = ["free_port", "rss_mb", "run_on_sim"]
+
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -24,3 +31,12 @@ def rss_mb(pid: int | None) -> float | None:
         return float(psutil.Process(pid).memory_info().rss) / 2**20
     except psutil.Error:
         return None
+
+
+def run_on_sim(work: Coroutine[Any, Any, T]) -> T:
+    """asyncio.run(work), then the simulated devices' state files its engines shared removed (kgbench.targets.sim),
+    however it ended: a benchmark leaves nothing behind in the temporary folder."""
+    try:
+        return asyncio.run(work)
+    finally:
+        cleanup_devices()

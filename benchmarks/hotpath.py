@@ -27,7 +27,6 @@ answered in it. The client's headroom is its ceiling: the req/s it would reach w
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import sys
@@ -37,10 +36,11 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.common import run_on_sim
 from benchmarks.rig.client import RoundResult, closed_loop
 from benchmarks.rig.servers import ServerProcess, bare_server, defences_off, kgserve_server, standin_settings
 from kgbench.load.traffic import QuerySource, build_query
-from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.targets.sim import sim_env, sim_settings
 from kgbench.track.machine import machine_line
 
 __all__ = ["LARGE", "POLICY", "SMALL", "Workload", "main", "single_bodies", "workloads"]
@@ -279,10 +279,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        print(asyncio.run(suite(parse_args(argv))))
-    finally:
-        cleanup_devices()
+    print(run_on_sim(suite(parse_args(argv))))
     return 0
 
 

@@ -16,7 +16,6 @@ lower bound for kgserve; runs where the load generator itself could not keep up 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import math
 import os
 import re
@@ -28,12 +27,13 @@ from pathlib import Path
 
 import psutil
 
+from benchmarks.common import run_on_sim
 from kgbench.load.generator import run_direct, run_load
 from kgbench.load.traffic import QuerySource, ShapedSource
 from kgbench.load.types import LevelSummary, LoadResult, LoadSettings
 from kgbench.targets.direct import open_pool
 from kgbench.targets.kgserve_process import kgserve_running
-from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.targets.sim import sim_env, sim_settings
 from kgbench.track.machine import machine_line
 from kgserve.katago.cfg import read_cfg
 from kgserve.sim.model.throughput import predict_throughput
@@ -252,10 +252,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: list[str] | None = None) -> int:
-    try:
-        print(asyncio.run(suite(parse_args(argv))))
-    finally:
-        cleanup_devices()
+    print(run_on_sim(suite(parse_args(argv))))
     return 0
 
 

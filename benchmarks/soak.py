@@ -28,10 +28,10 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.common import rss_mb
+from benchmarks.common import rss_mb, run_on_sim
 from kgbench.load.traffic import load_games
 from kgbench.targets.kgserve_process import engine_pids, kgserve_running
-from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.targets.sim import sim_env, sim_settings
 from kgbench.track.machine import machine_line
 
 
@@ -299,10 +299,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        report = asyncio.run(soak(args))
-    finally:
-        cleanup_devices()
+    report = run_on_sim(soak(args))
     print(render(report, args))
     c: SoakCounts = report["counts"]
     return 0 if not c.lost and not c.cross_delivered and report["unaccounted"] == 0 else 1

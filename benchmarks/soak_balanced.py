@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import free_port
+from benchmarks.common import free_port, run_on_sim
 from benchmarks.soak import SoakCounts, add_load_arguments, count_rows, samples, send_requests, table, unaccounted
 from kgbench.targets.haproxy_proc import BackendStat, HAProxyProcess, with_balancer
 from kgbench.targets.kgserve_process import KgserveProcess, engine_pids, kgserve_running
-from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.targets.sim import sim_env, sim_settings
 from kgbench.track.machine import machine_line
 
 __all__ = ["Timeline", "main", "soak_balanced"]
@@ -179,11 +179,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    try:
-        with tempfile.TemporaryDirectory(prefix="kgbench-balanced-") as tmp:
-            report = asyncio.run(soak_balanced(args, Path(tmp)))
-    finally:
-        cleanup_devices()
+    with tempfile.TemporaryDirectory(prefix="kgbench-balanced-") as tmp:
+        report = run_on_sim(soak_balanced(args, Path(tmp)))
     print(render(report, args))
     c: SoakCounts = report["counts"]
     return 0 if not c.lost and not c.cross_delivered and unaccounted(c) == 0 else 1

@@ -31,6 +31,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -39,26 +40,28 @@ from prometheus_client.registry import Collector
 
 __all__ = ["CONTENT_TYPE_LATEST", "Metrics"]
 
+# what the app hands Metrics (read at scrape time): the pool's status(), admission's in-flight count and its refusals
+StatusReader = Callable[[], Mapping[str, Any] | None]
+InflightReader = Callable[[], int]
+RefusalsReader = Callable[[], Mapping[str, int]]
+
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
+@dataclass(frozen=True, eq=False)  # eq=False: the registry keys its collectors by identity
 class _LiveCollector(Collector):
-    def __init__(
-        self,
-        status: Callable[[], Mapping[str, Any] | None],
-        inflight: Callable[[], int],
-        refusals: Callable[[], Mapping[str, int]] | None = None,
-    ) -> None:
-        self._status = status
-        self._inflight = inflight
-        self._refusals = refusals
+    """The figures read at scrape time, from what the app handed Metrics."""
+
+    status: StatusReader
+    inflight: InflightReader
+    refusals: RefusalsReader | None = None
 
     def collect(self) -> Iterator[Metric]:
-        yield GaugeMetricFamily("kgserve_inflight_queries", "Queries admitted and not finished", value=self._inflight())
+        yield GaugeMetricFamily("kgserve_inflight_queries", "Queries admitted and not finished", value=self.inflight())
         refused = CounterMetricFamily(
             "kgserve_refusals", "Connections, requests and WebSocket queries refused, by reason", labels=["reason"]
         )
-        for reason, count in sorted((self._refusals() if self._refusals is not None else {}).items()):
+        for reason, count in sorted((self.refusals() if self.refusals is not None else {}).items()):
             refused.add_metric([reason], float(count))
         yield refused
         up = GaugeMetricFamily("kgserve_engine_up", "1 when the engine is ready", labels=["engine"])
@@ -66,7 +69,7 @@ class _LiveCollector(Collector):
         visits = GaugeMetricFamily(
             "kgserve_engine_outstanding_visits", "Visits queued or running on the engine", labels=["engine"]
         )
-        status = self._status() or {}
+        status = self.status() or {}
         held = status.get("held") or {}
         for engine in status.get("engines") or []:
             label = [str(engine.get("index", "?"))]
@@ -135,9 +138,9 @@ def _bound_text(bound: float) -> str:
 class Metrics:
     def __init__(
         self,
-        status: Callable[[], Mapping[str, Any] | None],
-        inflight: Callable[[], int],
-        refusals: Callable[[], Mapping[str, int]] | None = None,
+        status: StatusReader,
+        inflight: InflightReader,
+        refusals: RefusalsReader | None = None,
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._requests = _RequestCounts()

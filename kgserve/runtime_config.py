@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import shlex
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from kgserve.atomicfile import write_text_atomic
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import DEFAULT_CONFIG_PATH, ConfigError, Settings, load_settings
 
@@ -133,23 +132,12 @@ def pin_sha256(config_path: Path, key: str, digest: str) -> None:
 
 
 def _replace_checked(config_path: Path, text: str) -> None:
-    """Write `text` to a temporary file beside `config_path`, check it loads, then rename it over the config: a full
+    """Replace the config with `text` once a copy beside it loads (relative paths resolve in the same folder): a full
     disk or a crash leaves the old file whole, never a truncated one."""
-    fd, name = tempfile.mkstemp(dir=config_path.parent, prefix=f".{config_path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(name, config_path.stat().st_mode & 0o7777)
-        load_settings(name)  # still valid (relative paths resolve in the same folder)
-        os.replace(name, config_path)
+        write_text_atomic(config_path, text, check=load_settings)
     except OSError as exc:
-        Path(name).unlink(missing_ok=True)
         raise ConfigError(f"cannot rewrite {config_path}: {exc.strerror or exc}; it is unchanged") from exc
-    except BaseException:
-        Path(name).unlink(missing_ok=True)
-        raise
 
 
 def main(argv: list[str] | None = None) -> int:

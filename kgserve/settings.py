@@ -68,6 +68,14 @@ def file_name(value: str) -> str:
     return value
 
 
+def _check_backend_keys(value: Mapping[str, Any]) -> None:
+    """ValueError naming the keys of a mapping keyed by backend (engine.backends, release.assets) that are no known
+    backend (pydantic names the key)."""
+    unknown = sorted(set(value) - set(BACKEND_NAMES))
+    if unknown:
+        raise ValueError(f"unknown backend(s) {unknown}; expected some of {list(BACKEND_NAMES)}")
+
+
 def host_value(value: str) -> str:
     """A host kgserve may bind: an IP address or a DNS name, nothing a shell could read otherwise."""
     try:
@@ -174,9 +182,7 @@ class EngineSettings(_Strict):
     @field_validator("backends")
     @classmethod
     def _known_backends(cls, value: dict[str, BackendSettings]) -> dict[str, BackendSettings]:
-        unknown = sorted(set(value) - set(BACKEND_NAMES))
-        if unknown:
-            raise ValueError(f"unknown backend(s) {unknown}; expected some of {list(BACKEND_NAMES)}")
+        _check_backend_keys(value)
         return value
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
@@ -299,9 +305,7 @@ class ReleaseSettings(_Strict):
     @field_validator("assets")
     @classmethod
     def _asset_backends(cls, value: dict[str, str]) -> dict[str, str]:
-        unknown = sorted(set(value) - set(BACKEND_NAMES))
-        if unknown:
-            raise ValueError(f"unknown backend(s) {unknown}; expected some of {list(BACKEND_NAMES)}")
+        _check_backend_keys(value)
         for name in value.values():
             file_name(name)  # fetch_katago.sh writes runtime/bin/<backend>/<asset>
         return value

@@ -181,7 +181,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     reps = min(len(runs) for runs in real.values())  # with --load: what the file holds
     print(render(rows, visits=args.visits, reps=reps, seed=args.seed, cores=args.cores))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -29,9 +29,8 @@ from typing import Any
 import aiohttp
 import psutil
 
-from benchmarks.dispatch.rig import load_average, served, settings_for
+from benchmarks.dispatch.rig import load_average, print_figures, served, settings_for
 from benchmarks.hostile_attacks.common import PROBE
-from kgbench.track.machine import machine_line
 
 NEW_KEYS = {"engine": ("lend_bound_s",)}  # settings an older kgserve refuses (--kgserve-path)
 
@@ -152,9 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             for clients in args.clients:
                 runs.append(one_run(clients, args, Path(tmp)))
-    print(machine_line().replace("simulated engine", "sim engine"))
-    print()
-    print(table(args, runs))
+    print_figures("sim", table(args, runs))
     return 0
 
 

@@ -30,10 +30,9 @@ from pathlib import Path
 
 import aiohttp
 
-from benchmarks.dispatch.rig import ENGINES, load_average, recv_final, served, settings_for, ws
+from benchmarks.dispatch.rig import ENGINES, load_average, print_figures, recv_final, served, settings_for, ws
 from benchmarks.hostile_attacks.common import PROBE, session_from
 from kgbench.load.traffic import QuerySource
-from kgbench.track.machine import machine_line
 
 MODES = ("shipped", "off")
 
@@ -180,9 +179,7 @@ def main(argv: list[str] | None = None) -> int:
         for _ in range(args.rounds):
             for mode in MODES:
                 runs.append(one_run(mode, args, Path(tmp)))
-    print(machine_line().replace("simulated engine", f"{args.engine} engine"))
-    print()
-    print(table(args, runs))
+    print_figures(args.engine, table(args, runs))
     return 0
 
 

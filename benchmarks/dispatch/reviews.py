@@ -29,10 +29,9 @@ from typing import Any
 
 import aiohttp
 
-from benchmarks.dispatch.rig import ENGINES, load_average, recv_final, served, settings_for, ws
+from benchmarks.dispatch.rig import ENGINES, load_average, print_figures, recv_final, served, settings_for, ws
 from benchmarks.hostile_attacks.common import session_from
 from kgbench.load.traffic import build_query, load_games
-from kgbench.track.machine import machine_line
 
 MODES = ("shipped", "off")
 
@@ -170,9 +169,7 @@ def main(argv: list[str] | None = None) -> int:
             for case in args.only:
                 for mode in MODES:
                     rows.append(run_case(case, mode, args, Path(tmp)))
-    print(machine_line().replace("simulated engine", f"{args.engine} engine"))
-    print()
-    print(table(args, rows))
+    print_figures(args.engine, table(args, rows))
     return 0
 
 

@@ -1,6 +1,6 @@
 """What the dispatch benchmarks share: kgserve as a subprocess serving the sim or the real KataGo with N analysis
 threads and runtime/config.yaml's settings (the thread reserve as shipped unless told), WebSocket clients from an
-address of their own, the machine's load average."""
+address of their own, the machine's load average, the figures printed under the machine line."""
 
 from __future__ import annotations
 
@@ -18,10 +18,21 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from kgbench.targets.kgserve_process import KgserveProcess
 from kgbench.targets.sim import cleanup_devices, sim_env, sim_settings
+from kgbench.track.machine import machine_line
 from kgserve.paths import PROJECT_ROOT
 from kgserve.settings import BackendSettings, Settings
 
-__all__ = ["ENGINES", "cfg_for", "final_id", "load_average", "recv_final", "served", "settings_for", "ws"]
+__all__ = [
+    "ENGINES",
+    "cfg_for",
+    "final_id",
+    "load_average",
+    "print_figures",
+    "recv_final",
+    "served",
+    "settings_for",
+    "ws",
+]
 
 ENGINES = ("sim", "katago")
 KATAGO_ENV = ("KGBENCH_KATAGO_BIN", "KGBENCH_KATAGO_MODEL")
@@ -39,6 +50,13 @@ reportAnalysisWinratesAs = BLACK
 
 def load_average() -> str:
     return "{:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def print_figures(engine: str, table: str) -> None:
+    """The machine line, naming the engine the run served (machine_line says "simulated engine"), then the table."""
+    print(machine_line().replace("simulated engine", f"{engine} engine"))
+    print()
+    print(table)
 
 
 def cfg_for(engine: str, threads: int, directory: Path) -> Path:

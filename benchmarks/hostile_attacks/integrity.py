@@ -32,15 +32,7 @@ from mlflow.tracking import MlflowClient
 
 from kgbench.decide.promote import PAUSE_ENV
 from kgbench.targets.kgserve_process import KgserveProcess
-from kgbench.track.record import (
-    CFG_SHA256_PARAM,
-    RECORD_ARTIFACT,
-    RECORD_SHA256_PARAM,
-    JobRecord,
-    file_sha256,
-    record_text,
-    text_sha256,
-)
+from kgbench.track.record import RECORD_ARTIFACT, JobRecord, file_sha256, log_job_record
 from kgbench.track.schema import ENGINE_BINARY, SERVING_CHANGES
 from kgserve.paths import PROJECT_ROOT
 from kgserve.provenance import read_provenance
@@ -84,12 +76,8 @@ class Lab:
         folder.mkdir(parents=True)
         (folder / "katago.cfg").write_text(CFG)
         record = JobRecord(file_sha256(folder / "katago.cfg"), binary, file_sha256(binary) if binary else "")
-        text = record_text(record)
-        (folder / RECORD_ARTIFACT).write_text(text)
-        self.client.log_param(run_id, RECORD_SHA256_PARAM, text_sha256(text))
-        self.client.log_param(run_id, CFG_SHA256_PARAM, record.cfg_sha256)
-        for name_ in ("katago.cfg", RECORD_ARTIFACT):
-            self.client.log_artifact(run_id, str(folder / name_))
+        self.client.log_artifact(run_id, str(folder / "katago.cfg"))
+        log_job_record(self.client, run_id, record, folder)
         self.client.set_terminated(run_id, "FINISHED")
         return run_id
 

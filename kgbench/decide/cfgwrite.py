@@ -1,6 +1,6 @@
 """Writing what promote decided: atomic file replacement under the runtime's lock, the engine.backend and
 engine.processes lines of runtime/config.yaml (every comment and every other byte kept), and a unified diff for the
-terminal. Pure text functions plus one atomic write; no MLflow here."""
+terminal. Pure text functions plus the runtime's all-or-none writes (kgserve.atomicfile's); no MLflow here."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import fcntl
 import json
 import os
 import re
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,11 +17,12 @@ from typing import Any
 
 import yaml
 
+from kgserve.atomicfile import write_text_atomic
+
 __all__ = [
     "LOCK_NAME",
     "FileSwap",
     "RuntimeBusy",
-    "atomic_write_text",
     "runtime_lock",
     "set_engine_backend",
     "set_engine_value",
@@ -65,27 +65,6 @@ _TOP_KEY_RE = re.compile(r"^(?P<key>[A-Za-z_][\w-]*)\s*:(?P<rest>.*)$")
 _BACKEND_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write `text` to a temporary file next to `path`, fsync it, then os.replace it over `path`
-    (readers see the old file or the new one, never a half-written one). Keeps the old file's mode."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if target.exists():
-            os.chmod(tmp_name, target.stat().st_mode & 0o7777)
-        else:
-            os.chmod(tmp_name, 0o644)
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
-
-
 class FileSwap:
     """Files replaced all or none, and put back on demand: each old file is kept as a hard link beside it before its
     replacement, so putting it back is a rename that needs no free space (the disk that refused the second file, or
@@ -95,14 +74,14 @@ class FileSwap:
         self._done: list[tuple[Path, Path | None]] = []  # (file, its old copy; None: there was none)
 
     def write(self, path: Path, text: str) -> None:
-        """Replace `path` with `text` (atomic_write_text); if that fails, everything written so far is put back."""
+        """Replace `path` with `text` (write_text_atomic); if that fails, everything written so far is put back."""
         kept: Path | None = None
         if path.exists():
             kept = path.with_name(f".{path.name}.kgbench-old")
             kept.unlink(missing_ok=True)
             os.link(path, kept)
         try:
-            atomic_write_text(path, text)
+            write_text_atomic(path, text)
         except BaseException:
             if kept is not None:
                 kept.unlink(missing_ok=True)

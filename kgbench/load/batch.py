@@ -16,7 +16,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
-from kgbench.load.traffic import Game, build_query
+from kgbench.load.traffic import FullGames, Game
 
 __all__ = ["BATCH_BOARD", "BatchTraffic"]
 
@@ -35,7 +35,7 @@ class BatchTraffic:
             raise ValueError(f"load.traffic=batch: no {board}x{board} game with a move to send")
         # position i of a pass: game g's turn (i - starts[g] + 1); turn 0, the empty board, is no record's position
         self._starts = list(itertools.accumulate((len(g.moves) for g in self.games), initial=0))
-        self._full: dict[tuple[int, int], dict[str, Any]] = {}
+        self._queries = FullGames(self.games)
         self.sent = 0
         self.repeats = 0
 
@@ -61,11 +61,7 @@ class BatchTraffic:
             self.repeats += 1
         index = bisect.bisect_right(self._starts, at) - 1
         game, turn = self.games[index], at - self._starts[index] + 1
-        full = self._full.get((index, symmetry))
-        if full is None:
-            full = self._full[(index, symmetry)] = build_query(game, len(game.moves), symmetry, game.komi)
-        body = dict(full)
-        body["moves"] = full["moves"][:turn]
+        body = self._queries.query(index, symmetry, turn)
         body["analyzeTurns"] = [turn]
         return f"{game.name}:{turn}:s{symmetry}", body
 

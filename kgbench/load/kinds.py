@@ -32,9 +32,9 @@ from kgbench.load.batch import BatchTraffic
 from kgbench.load.games.library import load_library
 from kgbench.load.traffic import (
     DEFAULT_KOMI_OFFSETS,
+    FullGames,
     Game,
     QuerySource,
-    build_query,
     checked_komi_offsets,
     load_games,
 )
@@ -122,7 +122,7 @@ class GameOrder:
         self._pass = -1
         self.sent = 0
         self.repeats = 0
-        self._full: dict[tuple[int, int], dict[str, Any]] = {}
+        self._queries = FullGames(self.games)
 
     @property
     def size(self) -> int:
@@ -149,14 +149,7 @@ class GameOrder:
 
     def query(self, v: Variant, prefix: int | None = None) -> dict[str, Any]:
         """The variant's game as a query (moves up to ``prefix``, default all), without id, maxVisits, turns."""
-        game = self.games[v.game]
-        full = self._full.get((v.game, v.symmetry))
-        if full is None:
-            full = self._full[(v.game, v.symmetry)] = build_query(game, len(game.moves), v.symmetry, game.komi)
-        body = dict(full)
-        body["moves"] = full["moves"] if prefix is None else full["moves"][:prefix]
-        body["komi"] = game.komi + self.komi_offsets[v.komi_index]
-        return body
+        return self._queries.query(v.game, v.symmetry, prefix, self.komi_offsets[v.komi_index])
 
     def repeat_rate(self) -> float:
         return self.repeats / self.sent if self.sent else 0.0

@@ -135,18 +135,39 @@ def build_query(game: Game, prefix: int, symmetry: int, komi: float) -> dict[str
     body["moves"] = _transform_stones(game.moves[:prefix], symmetry, game.size)
     if game.stones:
         body["initialStones"] = _transform_stones(game.stones, symmetry, game.size)
-    if "allowMoves" in body:
-        body["allowMoves"] = [
-            {**rule, "moves": [transform_vertex(v, symmetry, game.size) for v in rule.get("moves", [])]}
-            for rule in body["allowMoves"]
-        ]
-    if "avoidMoves" in body:
-        body["avoidMoves"] = [
-            {**rule, "moves": [transform_vertex(v, symmetry, game.size) for v in rule.get("moves", [])]}
-            for rule in body["avoidMoves"]
-        ]
+    for key in ("allowMoves", "avoidMoves"):
+        if key in body:
+            body[key] = [
+                {**rule, "moves": [transform_vertex(v, symmetry, game.size) for v in rule.get("moves", [])]}
+                for rule in body[key]
+            ]
     body["komi"] = komi
     return body
+
+
+class FullGames:
+    """A query of any position of `games`, from a cache of each (game, symmetry)'s transformed full game: a
+    position's query is then a slice of its moves (cheap), whichever traffic kind draws it (distinct, review,
+    batch)."""
+
+    def __init__(self, games: Sequence[Game]) -> None:
+        self.games = games
+        self._full: dict[tuple[int, int], dict[str, Any]] = {}
+
+    def query(
+        self, game: int, symmetry: int, prefix: int | None = None, komi_offset: float | None = None
+    ) -> dict[str, Any]:
+        """`build_query` of game number `game`'s first `prefix` moves (None: all) under `symmetry`, its komi as
+        played plus `komi_offset` (None: as played, untouched)."""
+        played = self.games[game]
+        full = self._full.get((game, symmetry))
+        if full is None:
+            full = self._full[(game, symmetry)] = build_query(played, len(played.moves), symmetry, played.komi)
+        body = dict(full)
+        body["moves"] = full["moves"] if prefix is None else full["moves"][:prefix]
+        if komi_offset is not None:
+            body["komi"] = played.komi + komi_offset
+        return body
 
 
 class QuerySource:
@@ -172,7 +193,7 @@ class QuerySource:
         # library has ~10^6 of them: no list of them is kept)
         self._variants = symmetries * len(self.komi_offsets)
         self._starts = list(itertools.accumulate((g.prefixes for g in self.games), initial=0))
-        self._full: dict[tuple[int, int], dict[str, Any]] = {}
+        self._queries = FullGames(self.games)
         self._offsets = offsets if offsets is not None else itertools.count()
         self._rng = random.Random(seed)
         self._pass = -1  # the pass whose shuffle is in self._order (passes are drawn in turn from self._rng)
@@ -207,15 +228,7 @@ class QuerySource:
 
     def query(self, pos: Position) -> dict[str, Any]:
         """Same as ``build_query``, from a per-(game, symmetry) cache of the transformed full game (cheap)."""
-        game = self.games[pos.game]
-        full = self._full.get((pos.game, pos.symmetry))
-        if full is None:
-            full = build_query(game, len(game.moves), pos.symmetry, game.komi)
-            self._full[(pos.game, pos.symmetry)] = full
-        body = dict(full)
-        body["moves"] = full["moves"][: pos.prefix]
-        body["komi"] = game.komi + self.komi_offsets[pos.komi_index]
-        return body
+        return self._queries.query(pos.game, pos.symmetry, pos.prefix, self.komi_offsets[pos.komi_index])
 
     def _shuffled(self, number: int) -> list[int]:
         """Pass ``number`` of the order. Offsets only grow, so earlier passes are dropped (and redrawn from the

@@ -146,7 +146,13 @@ def _plots(q: Qualification, folder: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
+    written: list[Path] = []
+
+    def save(fig: Any, name: str) -> None:
+        written.append(folder / name)
+        fig.savefig(written[-1], dpi=110, bbox_inches="tight")
+        plt.close(fig)
+
     bench = _step(q, "benchmark")
     if bench is not None and bench.data.get("series"):
         series = sorted((int(k), v) for k, v in bench.data["series"].items())
@@ -157,9 +163,7 @@ def _plots(q: Qualification, folder: Path) -> list[Path]:
         ax.set_ylabel("NN evaluations / s")
         ax.legend()
         ax.set_title("katago benchmark")
-        written.append(folder / "benchmark.png")
-        fig.savefig(written[-1], dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        save(fig, "benchmark.png")
     jobs = [row for name in ("line", "wide") if (s := _step(q, name)) for row in s.data.get("jobs", [])]
     done = [row for row in jobs if row.get("req_per_s")]
     if done:
@@ -170,9 +174,7 @@ def _plots(q: Qualification, folder: Path) -> list[Path]:
         ax.set_xlabel("analyses / s")
         ax.invert_yaxis()
         ax.set_title("sweep jobs (line and wider sweep)")
-        written.append(folder / "jobs.png")
-        fig.savefig(written[-1], dpi=110, bbox_inches="tight")
-        plt.close(fig)
+        save(fig, "jobs.png")
     return written
 
 

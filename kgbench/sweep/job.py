@@ -40,16 +40,7 @@ from kgbench.targets.base import TargetError
 from kgbench.targets.serving import changes_json, serving_line, serving_params, serving_settings
 from kgbench.track import store_errors, tracking
 from kgbench.track.naming import job_name
-from kgbench.track.record import (
-    CFG_SHA256_PARAM,
-    RECORD_ARTIFACT,
-    RECORD_SHA256_PARAM,
-    JobRecord,
-    file_sha256,
-    record_text,
-    resolve_binary,
-    text_sha256,
-)
+from kgbench.track.record import JobRecord, file_sha256, log_job_record, resolve_binary
 from kgbench.track.runtime_id import this_machine
 from kgbench.track.sampling.gpu import gpu_name
 from kgbench.track.schema import (
@@ -215,11 +206,7 @@ def _log_record(run: tracking.JobRun, prepared: Prepared, choice: dict[str, Any]
     model = str(prepared.settings.engine.model_for(prepared.backend)) if choice.get("model") else ""
     changes = json.loads(changes_json(prepared.serving_changes)) if prepared.mode == "load" else []
     record = JobRecord(file_sha256(prepared.cfg_path), binary, binary_sha256, model, changes)
-    path = prepared.cfg_path.parent / RECORD_ARTIFACT
-    text = record_text(record)
-    path.write_text(text, encoding="utf-8")
-    run.log_params({RECORD_SHA256_PARAM: text_sha256(text), CFG_SHA256_PARAM: record.cfg_sha256})
-    run.log_artifact(path)
+    log_job_record(run.client, run.run_id, record, prepared.cfg_path.parent)
 
 
 def job_experiment(cfg: DictConfig) -> str:

@@ -16,7 +16,10 @@ import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
 
 __all__ = [
     "CFG_SHA256_PARAM",
@@ -24,6 +27,7 @@ __all__ = [
     "RECORD_SHA256_PARAM",
     "JobRecord",
     "file_sha256",
+    "log_job_record",
     "record_text",
     "resolve_binary",
     "text_sha256",
@@ -97,3 +101,18 @@ class JobRecord:
 
 def record_text(record: JobRecord) -> str:
     return json.dumps(record.as_dict(), sort_keys=True, indent=1) + "\n"
+
+
+def log_job_record(client: MlflowClient, run_id: str, record: JobRecord, folder: Path) -> Path:
+    """Pin `record` to a run, as a job does at measure time: FOLDER/kgbench_record.json written, its sha256 and the
+    cfg's logged as the run's params (one batch), the file logged as the run's artifact. Returns the file."""
+    # imported here: the light readers of this module (summary's param names, promote's digests) need no mlflow
+    from mlflow.entities import Param
+
+    text = record_text(record)
+    path = folder / RECORD_ARTIFACT
+    path.write_text(text, encoding="utf-8")
+    params = [Param(RECORD_SHA256_PARAM, text_sha256(text)), Param(CFG_SHA256_PARAM, record.cfg_sha256)]
+    client.log_batch(run_id, params=params)
+    client.log_artifact(run_id, str(path))
+    return path

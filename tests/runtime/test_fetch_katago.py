@@ -183,13 +183,14 @@ def test_a_pin_that_cannot_be_written_leaves_the_config_whole(
 ) -> None:
     """A rewrite is a temporary file and a rename: a full disk while it pins changes nothing, where a truncated
     write once left invalid YAML."""
+    import kgserve.atomicfile as atomicfile
     import kgserve.runtime_config as runtime_config
 
     def full(fd: int) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
     before = config_copy.read_bytes()
-    monkeypatch.setattr(runtime_config.os, "fsync", full)
+    monkeypatch.setattr(atomicfile.os, "fsync", full)  # the rewrite's one writer (kgserve.atomicfile)
     with pytest.raises(ConfigError, match="No space left on device; it is unchanged"):
         runtime_config.pin_sha256(config_copy, "release.network.sha256", "ab" * 32)
     assert config_copy.read_bytes() == before

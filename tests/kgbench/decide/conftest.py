@@ -11,15 +11,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from kgbench.track.record import (
-    CFG_SHA256_PARAM,
-    RECORD_ARTIFACT,
-    RECORD_SHA256_PARAM,
-    JobRecord,
-    file_sha256,
-    record_text,
-    text_sha256,
-)
+from kgbench.track.record import JobRecord, file_sha256, log_job_record
 from kgbench.track.schema import ENGINE_BINARY, ENGINE_MODEL, SERVING_CHANGES
 from kgserve.settings import load_settings
 from tests.conftest import REPO
@@ -97,11 +89,7 @@ class Store:
         digest = file_sha256(binary) if binary and Path(binary).is_file() else ""
         changes = json.loads(tags.get(SERVING_CHANGES) or "[]")
         record = JobRecord(file_sha256(folder / "katago.cfg"), binary, digest, tags.get(ENGINE_MODEL, ""), changes)
-        text = record_text(record)
-        (folder / RECORD_ARTIFACT).write_text(text)
-        self.client.log_param(run_id, RECORD_SHA256_PARAM, text_sha256(text))
-        self.client.log_param(run_id, CFG_SHA256_PARAM, record.cfg_sha256)
-        self.client.log_artifact(run_id, str(folder / RECORD_ARTIFACT))
+        log_job_record(self.client, run_id, record, folder)
 
 
 @pytest.fixture
