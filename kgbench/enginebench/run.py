@@ -168,6 +168,44 @@ def _stderr_progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
+def _supervise(
+    proc: subprocess.Popen[bytes],
+    out: _Reader,
+    started: float,
+    startup_timeout_s: float,
+    timeout_s: float,
+    progress: Callable[[str], None] | None,
+    progress_every_s: float,
+) -> str | None:
+    """Wait for the benchmark to exit, killing it past its start-up or total timeout (the failure returned, else
+    None) and noting progress every `progress_every_s` (a TensorRT cache miss is minutes of silence)."""
+    next_note = progress_every_s
+    while True:
+        try:
+            proc.wait(timeout=1.0)
+            return None
+        except subprocess.TimeoutExpired:
+            elapsed = time.monotonic() - started
+            failure: str | None = None
+            if out.ready_s is None and elapsed > startup_timeout_s:
+                failure = f"engine did not start within {startup_timeout_s:g} s (startup_timeout_s)"
+            elif elapsed > timeout_s:
+                failure = f"benchmark did not finish within {timeout_s:g} s"
+            if failure:
+                proc.kill()
+                proc.wait()
+                return failure
+            if progress is not None and elapsed >= next_note:
+                next_note += progress_every_s
+                if out.ready_s is None:
+                    progress(
+                        f"engine benchmark: still starting after {elapsed:.0f} s "
+                        "(TensorRT builds its engine on a cache miss: minutes for a big net)"
+                    )
+                else:
+                    progress(f"engine benchmark: still running after {elapsed:.0f} s")
+
+
 def run_engine_benchmark(
     *,
     argv_prefix: Sequence[str],
@@ -205,31 +243,7 @@ def run_engine_benchmark(
     err = _Reader(proc.stderr, started, watch=False)
     out.start()
     err.start()
-    failure: str | None = None
-    next_note = progress_every_s
-    while True:
-        try:
-            proc.wait(timeout=1.0)
-            break
-        except subprocess.TimeoutExpired:
-            elapsed = time.monotonic() - started
-            if out.ready_s is None and elapsed > startup_timeout_s:
-                failure = f"engine did not start within {startup_timeout_s:g} s (startup_timeout_s)"
-            elif elapsed > timeout_s:
-                failure = f"benchmark did not finish within {timeout_s:g} s"
-            if failure:
-                proc.kill()
-                proc.wait()
-                break
-            if progress is not None and elapsed >= next_note:
-                next_note += progress_every_s
-                if out.ready_s is None:
-                    progress(
-                        f"engine benchmark: still starting after {elapsed:.0f} s "
-                        "(TensorRT builds its engine on a cache miss: minutes for a big net)"
-                    )
-                else:
-                    progress(f"engine benchmark: still running after {elapsed:.0f} s")
+    failure = _supervise(proc, out, started, startup_timeout_s, timeout_s, progress, progress_every_s)
     out.join(timeout=10)
     err.join(timeout=10)
     for pipe in (proc.stdout, proc.stderr):

@@ -18,7 +18,10 @@ LATEST_MODEL_VERSION = 17  # NNModelVersion::latestModelVersionImplemented in v1
 _META_INPUT_CHANNELS = {0: 0, 1: 192}  # NNModelVersion::getNumInputMetaChannels
 
 
-class _Parser:
+class _LayerReader:
+    """The layers, one by one: reads each kind of layer desc.cpp knows (its header checked, its floats skipped) and
+    records it, with its weights and cost, in the part of the net being read. _Parser puts them together."""
+
     def __init__(self, reader: TokenReader, version: int = 0) -> None:
         self.r = reader
         self.version = version
@@ -28,7 +31,6 @@ class _Parser:
     def add(self, name: str, kind: str, params: int, **cost: int) -> None:
         self.layers.append(Layer(name, kind, params, part=self.part, **cost))
 
-    # -- layers -----------------------------------------------------------------------------------------------
     def conv(self) -> tuple[int, int]:
         name = self.r.token("conv layer name")
         ky, kx, cin, cout, dy, dx = (self.r.integer(f"{name}: conv shape") for _ in range(6))
@@ -109,6 +111,11 @@ class _Parser:
         for _ in range(count):
             if self.r.integer(what) != 0:
                 raise ModelFormatError(f"{what}: unknown/unsupported option")
+
+
+class _Parser(_LayerReader):
+    """The net's grammar over its layers, as desc.cpp walks it: the trunk's block stack (blocks nest), then the
+    policy and value heads."""
 
     # -- blocks -----------------------------------------------------------------------------------------------
     def block_stack(self, count: int, channels: int, owner: str) -> list[str]:

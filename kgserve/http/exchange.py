@@ -123,19 +123,67 @@ async def _watch_disconnect(receive: Receive, events: EventChannel[Event]) -> No
             return
 
 
-class Exchange:
-    """One request's run; `run()` leaves its outcome in `state["outcome"]` (the access log's)."""
+class _QueryRun:
+    """The request's queries on the engine client: all submitted at once, each one's lines and its end put on the
+    request's event channel (by a callback on the engine pool's streams, by a task on a stand-in client's), and
+    aborted when cut or when the request ends before them. Exchange runs the request on top of it."""
+
+    __slots__ = ("_tasks", "events", "pending", "plan", "streams", "unavailable")
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        events: EventChannel[Event] = EventChannel()  # not EventChannel[Event](): typing's call costs µs
+        self.events = events
+        self.streams: dict[int, Any] = {}
+        self.pending: set[int] = set(range(len(plan.queries)))
+        self.unavailable = False  # no engine could take a query (starting, restarting)
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def _submit_all(self) -> None:
+        client = self.plan.ticket.client
+        gate = client.take_partial if client.partial_rate else None  # the client's cap on partial-line bytes
+        for index, query in enumerate(self.plan.queries):
+            try:
+                stream = self.streams[index] = self.plan.pool.submit(query, client.key)
+            except Exception as exc:
+                self.streams[index] = None
+                self.unavailable = True
+                reason = str(exc).split("; ", 1)[0]  # the pool's reason without the engine's own words (stderr)
+                message = f"engine unavailable: kgserve could not submit this query ({reason})"
+                self.events.put_nowait(("died", index, message))
+                continue
+            if isinstance(stream, QueryStream):  # the engine pool's: it takes a callback (no task per query)
+                stream.partial_gate = gate
+                stream.listen(_listener(index, self.events))
+            else:
+                self._tasks.append(asyncio.create_task(_pump(index, stream, self.events)))
+
+    def _stuck(self) -> None:
+        message = f"kgserve: the engine did not answer terminate within {self.plan.terminate_grace_s:g}s"
+        for index in sorted(self.pending):
+            self.events.put_nowait(("died", index, message))
+
+    def _abort(self, index: int) -> None:
+        stream = self.streams.get(index)
+        if stream is not None:
+            with contextlib.suppress(Exception):  # an engine that is gone has nothing left to abort
+                self.plan.pool.abort(stream)
+
+
+class Exchange(_QueryRun):
+    """One request's run: the loop over its events and the reply (the status held until the first analysis line,
+    the body through the outbox, the end on every way out); `run()` leaves its outcome in `state["outcome"]` (the
+    access log's)."""
 
     # fmt: off
     __slots__ = (
-        "_gone", "_released", "_tasks", "_timers", "analysis", "buffered", "cancelled", "cut_notes", "deadline_hit",
-        "died", "events", "extra_headers", "gone", "outbox", "pending", "plan", "receive", "scope", "slow", "state",
-        "status", "streams", "unavailable",
+        "_gone", "_released", "_timers", "analysis", "buffered", "cancelled", "cut_notes", "deadline_hit", "died",
+        "extra_headers", "gone", "outbox", "receive", "scope", "slow", "state", "status",
     )
     # fmt: on
 
     def __init__(self, plan: Plan, state: dict[str, Any], scope: Scope, receive: Receive, send: Send) -> None:
-        self.plan = plan
+        super().__init__(plan)
         self.state = state
         self.scope = scope
         self.receive = receive
@@ -149,22 +197,17 @@ class Exchange:
             hold=writes_holder(scope),
             charge=(lambda size: budget.take(client, size), lambda size: budget.give(client, size)),
         )
-        events: EventChannel[Event] = EventChannel()  # not EventChannel[Event](): typing's call costs µs
-        self.events = events
+        events = self.events
         # closures over the channel, never over self: a request's objects must go by reference counting
         self.outbox.on_failed = lambda: events.put_nowait(("sent", -1, None))
         self._gone = lambda: events.put_nowait(("disconnect", -1, None))  # the client left
-        self.streams: dict[int, Any] = {}
-        self.pending: set[int] = set(range(len(plan.queries)))
         self.buffered: list[bytes] = list(plan.rejections)
         self.status: int | None = None
         self.extra_headers: list[tuple[bytes, bytes]] = []
         self.analysis = self.died = self.deadline_hit = self.gone = self.slow = False
-        self.unavailable = False  # no engine could take a query (starting, restarting)
         self.cancelled = False
         self.cut_notes: list[int] = []  # queries cut after the status line went out: they get a warning line
         self._released = False
-        self._tasks: list[asyncio.Task[None]] = []
         self._timers: list[asyncio.TimerHandle] = []
 
     # -- sending: never awaited (kgserve.http.outbox) ------------------------------------------------------
@@ -238,30 +281,6 @@ class Exchange:
             self._settle()
             self.state["outcome"] = self._outcome()
 
-    def _submit_all(self) -> None:
-        client = self.plan.ticket.client
-        gate = client.take_partial if client.partial_rate else None  # the client's cap on partial-line bytes
-        for index, query in enumerate(self.plan.queries):
-            try:
-                stream = self.streams[index] = self.plan.pool.submit(query, client.key)
-            except Exception as exc:
-                self.streams[index] = None
-                self.unavailable = True
-                reason = str(exc).split("; ", 1)[0]  # the pool's reason without the engine's own words (stderr)
-                message = f"engine unavailable: kgserve could not submit this query ({reason})"
-                self.events.put_nowait(("died", index, message))
-                continue
-            if isinstance(stream, QueryStream):  # the engine pool's: it takes a callback (no task per query)
-                stream.partial_gate = gate
-                stream.listen(_listener(index, self.events))
-            else:
-                self._tasks.append(asyncio.create_task(_pump(index, stream, self.events)))
-
-    def _stuck(self) -> None:
-        message = f"kgserve: the engine did not answer terminate within {self.plan.terminate_grace_s:g}s"
-        for index in sorted(self.pending):
-            self.events.put_nowait(("died", index, message))
-
     def _query_died(self, index: int, text: str) -> None:
         self.pending.discard(index)
         self.died = True
@@ -287,12 +306,6 @@ class Exchange:
         self._timers.append(
             asyncio.get_running_loop().call_later(self.plan.terminate_grace_s, self.events.put_nowait, stuck)
         )
-
-    def _abort(self, index: int) -> None:
-        stream = self.streams.get(index)
-        if stream is not None:
-            with contextlib.suppress(Exception):  # an engine that is gone has nothing left to abort
-                self.plan.pool.abort(stream)
 
     async def _finish(self) -> None:
         if self.status is None:

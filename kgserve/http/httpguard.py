@@ -139,47 +139,22 @@ def _plain(template: bytes, text: str) -> bytes:
     return template % (len(body), body)
 
 
-class GuardedProtocol(HttpToolsProtocol):
+class _RequestGuard(HttpToolsProtocol):
+    """uvicorn's protocol with each request bounded: the header and body timers, the head's size, a client that
+    reads nothing of its response, and the hooks offered to the app (CONNECTION_EXTENSION). GuardedProtocol adds
+    what concerns the connection as a whole: whether it is let in, and how its bytes are fed to `_parse`."""
+
     limits = ConnectionLimits()
-    clients: ClientTable | None = None  # per-address connection counts (limits.max_connections_per_client)
-    # server.trusted_proxies: their connections are not counted here; kgserve.forwarded counts each of their
-    # requests for the client it was forwarded for
-    proxies: TrustedProxies | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self.flow: HeldFlow = HeldFlow(transport)
-        self._unparsed = bytearray()  # received, not parsed yet (a pipelined request waits here as bytes)
-        self._feeding: asyncio.Handle | None = None  # the next turn's parse
         self._guard_timer: asyncio.TimerHandle | None = None
         self._stall_timer: asyncio.TimerHandle | None = None
         self._head_bytes = 0  # bytes of the request head being received (no request in progress)
         self._head_tail = b""
         self._guarded_cycle: Any = None
         self._on_disconnect: set[Callable[[], None]] = set()  # requests of this connection to tell when it goes
-        self._counted: str | None = None  # the address this connection is counted for
-        host = self.client[0] if self.client else None
-        if self.clients is not None and not (self.proxies and self.proxies.trusts(host)):
-            reason = self.clients.connect(host)
-            if reason is not None:
-                self._over_connections(host or "-", reason)
-                return
-            self._counted = host or "-"
         self._arm(self.limits.header_timeout_s, self._header_timeout)
-
-    def _over_connections(self, host: str, reason: str) -> None:
-        """Over the connection budget (or the client's cap in its last share): 429 and the connection closed before
-        anything is read; an access line and a metric say so."""
-        assert self.clients is not None
-        self.clients.refused(reason)
-        write_access_line(f"connection refused client={host} status=429 outcome=overloaded reason={reason}")
-        self.transport.write(_plain(_TOO_MANY, self.clients.refusal_text(reason)))
-        self.transport.close()
-
-    def _uncount(self) -> None:
-        counted, self._counted = self._counted, None
-        if counted is not None and self.clients is not None:
-            self.clients.disconnect(counted)
 
     # -- timers --------------------------------------------------------------------------------------
     def _arm(self, seconds: float, callback: Callable[[], None]) -> None:
@@ -262,36 +237,6 @@ class GuardedProtocol(HttpToolsProtocol):
             callback()
 
     # -- protocol events -----------------------------------------------------------------------------
-    def data_received(self, data: bytes) -> None:
-        self._unparsed += data
-        if self._feeding is None:
-            self._feed()
-
-    def _request_waiting(self) -> bool:
-        """The current request is received in full and not yet answered: what follows is a pipelined request."""
-        cycle = self.cycle
-        return cycle is not None and not cycle.more_body and not cycle.response_complete
-
-    def _feed(self) -> None:
-        """Parse this turn's share of what the client sent, up to a pipelined request (parsed once the request
-        before it is answered: on_response_complete)."""
-        self._feeding = None
-        fed = 0
-        while self._unparsed and fed < BYTES_PER_TURN and not self._request_waiting():
-            if self.transport.is_closing() or self.transport.get_protocol() is not self:  # closed, or upgraded
-                break
-            chunk = bytes(self._unparsed[:FEED_BYTES])
-            del self._unparsed[:FEED_BYTES]
-            fed += len(chunk)
-            self._parse(chunk)
-        if self.transport.is_closing() or self.transport.get_protocol() is not self or not self._unparsed:
-            self._unparsed.clear()  # (after an upgrade, handle_websocket_upgrade passed them on)
-            self.flow.release()
-            return
-        self.flow.hold()  # nothing more from the socket until this is parsed
-        if not self._request_waiting():
-            self._feeding = self.loop.call_soon(self._feed)
-
     def _parse(self, data: bytes) -> None:
         if self._idle() and self._guard_timer is None:  # the first byte of a request after a keep-alive pause
             self._arm(self.limits.header_timeout_s, self._header_timeout)
@@ -352,23 +297,10 @@ class GuardedProtocol(HttpToolsProtocol):
             self._stall_timer.cancel()
             self._stall_timer = None
         super().handle_websocket_upgrade()
-        protocol = self.transport.get_protocol()
-        if protocol is not self and hasattr(protocol, "release_connection"):
-            protocol.release_connection = self._uncount  # the WebSocket gives the connection's count back
-        else:
-            self._uncount()
-        if protocol is not self:  # what the client sent after its handshake, not parsed yet, is the WebSocket's
-            rest = bytes(self._unparsed)
-            self._unparsed.clear()
-            self.flow.release()
-            if rest and isinstance(protocol, asyncio.Protocol):
-                protocol.data_received(rest)
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
         self._follow()  # a pipelined request may have started
-        if self._unparsed and self._feeding is None and not self.transport.is_closing():
-            self._feeding = self.loop.call_soon(self._feed)  # the next pipelined request, in the next turn
 
     def pause_writing(self) -> None:
         super().pause_writing()
@@ -382,12 +314,7 @@ class GuardedProtocol(HttpToolsProtocol):
             self._stall_timer = None
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._uncount()
         self._disarm()
-        if self._feeding is not None:
-            self._feeding.cancel()
-            self._feeding = None
-        self._unparsed.clear()
         if self._stall_timer is not None:
             self._stall_timer.cancel()
             self._stall_timer = None
@@ -405,6 +332,103 @@ class GuardedProtocol(HttpToolsProtocol):
         http.disconnect, so nothing can read them."""
         if self.cycle is not None:
             self.cycle.body = bytearray()  # (a pipelined request's body is left alone: its app still runs)
+
+
+class GuardedProtocol(_RequestGuard):
+    """The connection as a whole, on top of each request's bounds: whether it is let in (counted for its address, or
+    refused with 429), and its bytes parsed a little at a time, a pipelined request once the one before it is
+    answered (kgserve.http.heldflow holds the socket's reading meanwhile)."""
+
+    clients: ClientTable | None = None  # per-address connection counts (limits.max_connections_per_client)
+    # server.trusted_proxies: their connections are not counted here; kgserve.forwarded counts each of their
+    # requests for the client it was forwarded for
+    proxies: TrustedProxies | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self.flow: HeldFlow = HeldFlow(transport)
+        self._unparsed = bytearray()  # received, not parsed yet (a pipelined request waits here as bytes)
+        self._feeding: asyncio.Handle | None = None  # the next turn's parse
+        self._counted: str | None = None  # the address this connection is counted for
+        host = self.client[0] if self.client else None
+        if self.clients is not None and not (self.proxies and self.proxies.trusts(host)):
+            reason = self.clients.connect(host)
+            if reason is not None:
+                self._over_connections(host or "-", reason)
+                return
+            self._counted = host or "-"
+
+    def _over_connections(self, host: str, reason: str) -> None:
+        """Over the connection budget (or the client's cap in its last share): 429 and the connection closed before
+        anything is read; an access line and a metric say so."""
+        assert self.clients is not None
+        self._disarm()  # (its header timer: nothing is read from a refused connection)
+        self.clients.refused(reason)
+        write_access_line(f"connection refused client={host} status=429 outcome=overloaded reason={reason}")
+        self.transport.write(_plain(_TOO_MANY, self.clients.refusal_text(reason)))
+        self.transport.close()
+
+    def _uncount(self) -> None:
+        counted, self._counted = self._counted, None
+        if counted is not None and self.clients is not None:
+            self.clients.disconnect(counted)
+
+    def data_received(self, data: bytes) -> None:
+        self._unparsed += data
+        if self._feeding is None:
+            self._feed()
+
+    def _request_waiting(self) -> bool:
+        """The current request is received in full and not yet answered: what follows is a pipelined request."""
+        cycle = self.cycle
+        return cycle is not None and not cycle.more_body and not cycle.response_complete
+
+    def _feed(self) -> None:
+        """Parse this turn's share of what the client sent, up to a pipelined request (parsed once the request
+        before it is answered: on_response_complete)."""
+        self._feeding = None
+        fed = 0
+        while self._unparsed and fed < BYTES_PER_TURN and not self._request_waiting():
+            if self.transport.is_closing() or self.transport.get_protocol() is not self:  # closed, or upgraded
+                break
+            chunk = bytes(self._unparsed[:FEED_BYTES])
+            del self._unparsed[:FEED_BYTES]
+            fed += len(chunk)
+            self._parse(chunk)
+        if self.transport.is_closing() or self.transport.get_protocol() is not self or not self._unparsed:
+            self._unparsed.clear()  # (after an upgrade, handle_websocket_upgrade passed them on)
+            self.flow.release()
+            return
+        self.flow.hold()  # nothing more from the socket until this is parsed
+        if not self._request_waiting():
+            self._feeding = self.loop.call_soon(self._feed)
+
+    def handle_websocket_upgrade(self) -> None:
+        super().handle_websocket_upgrade()
+        protocol = self.transport.get_protocol()
+        if protocol is not self and hasattr(protocol, "release_connection"):
+            protocol.release_connection = self._uncount  # the WebSocket gives the connection's count back
+        else:
+            self._uncount()
+        if protocol is not self:  # what the client sent after its handshake, not parsed yet, is the WebSocket's
+            rest = bytes(self._unparsed)
+            self._unparsed.clear()
+            self.flow.release()
+            if rest and isinstance(protocol, asyncio.Protocol):
+                protocol.data_received(rest)
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._unparsed and self._feeding is None and not self.transport.is_closing():
+            self._feeding = self.loop.call_soon(self._feed)  # the next pipelined request, in the next turn
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._uncount()
+        if self._feeding is not None:
+            self._feeding.cancel()
+            self._feeding = None
+        self._unparsed.clear()
+        super().connection_lost(exc)
 
 
 def guarded_protocol(

@@ -62,27 +62,169 @@ def _lines_response(description: str, examples: dict[str, Any], headers: dict[st
     }
 
 
-def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
+def _analysis_headers(settings: Settings) -> dict[str, dict[str, Any]]:
+    """The response headers /analysis may send, by name, with this server's limits in their descriptions."""
+    limits = settings.limits
+    return {
+        "X-Request-ID": _header(
+            "the request's id (the client's X-Request-ID, or one kgserve made)", {"type": "string"}
+        ),
+        "Retry-After": _header("seconds to wait", {"type": "integer"}),
+        "X-Visits-Clamped": _header(
+            f"present when a query's maxVisits was over {limits.max_visits} and ran at that cap "
+            "(visits_over_cap: clamp)",
+            {"type": "integer"},
+        ),
+        "X-Deadline-Exceeded": _header(
+            "`true` when the deadline cut queries before the status line was sent", {"type": "string"}
+        ),
+        "X-Priority-Demoted": _header(
+            f"queries asked for as interactive that ran as batch: past this client's "
+            f"{settings.priority.interactive_share} interactive queries in flight (priority.interactive_share)",
+            {"type": "integer"},
+        ),
+        "X-Paced-Ms": _header(
+            f"milliseconds the request waited before it was handled: its client was past "
+            f"{limits.max_requests_per_s_per_client} requests a second (limits.max_requests_per_s_per_client) "
+            "while other clients had requests in progress",
+            {"type": "integer"},
+        ),
+    }
+
+
+def _analysis_description(settings: Settings) -> str:
+    """What /analysis takes and answers, and this server's limits on it."""
     limits = settings.limits
     server = settings.server
-    request_id = _header("the request's id (the client's X-Request-ID, or one kgserve made)", {"type": "string"})
-    retry = {"X-Request-ID": request_id, "Retry-After": _header("seconds to wait", {"type": "integer"})}
-    clamped = _header(
-        f"present when a query's maxVisits was over {limits.max_visits} and ran at that cap (visits_over_cap: clamp)",
-        {"type": "integer"},
+    return (
+        "The body is what one would pipe into `katago analysis`: one JSON query (compact or pretty-printed) "
+        "or JSON lines (`application/x-ndjson`, one query per line). The response is KataGo's lines for those "
+        "queries, byte for byte, with the caller's ids, streamed in the order the engine writes them "
+        "(partial `isDuringSearch` lines too, with `reportDuringSearchEvery`). Lines that KataGo would "
+        "answer without an id, and the actions other than analysis, get an error line from kgserve and "
+        "never reach the engine; they come first. The status is held until the first analysis line: 200 "
+        "when some analysis came, 400 when every query was rejected (the body still holds the error lines). "
+        f"Limits of this server: {limits.max_body_bytes} bytes per body, {limits.max_queries_per_request} "
+        f"queries per request, {limits.max_inflight_queries} queries in flight, maxVisits up to "
+        f"{limits.max_visits} ({limits.visits_over_cap} above), analyzeTurns up to {limits.max_turns_per_query} "
+        f"entries, a deadline of {limits.deadline_s:g} s. On the deadline (or a client disconnect) kgserve "
+        "sends `terminate` for every unfinished query and returns what KataGo answers, waiting at most "
+        f"{limits.terminate_grace_s:g} s for it. Connection limits (docs/http-limits.md): request line and "
+        f"headers up to {server.max_header_bytes} bytes (else 400 and close); headers complete within "
+        f"{server.header_timeout_s:g} s and the body within {server.body_timeout_s:g} s of them (else 408 and "
+        f"close); a client that reads nothing for {server.send_timeout_s:g} s, or leaves more than "
+        f"{server.max_response_buffer_bytes} bytes of its response unread, is dropped and its queries "
+        "terminated. An HTTP/1.0 client gets the whole response at the end, with a Content-Length."
     )
-    deadline = _header("`true` when the deadline cut queries before the status line was sent", {"type": "string"})
-    demoted = _header(
-        f"queries asked for as interactive that ran as batch: past this client's "
-        f"{settings.priority.interactive_share} interactive queries in flight (priority.interactive_share)",
-        {"type": "integer"},
-    )
-    paced = _header(
-        f"milliseconds the request waited before it was handled: its client was past "
-        f"{settings.limits.max_requests_per_s_per_client} requests a second (limits.max_requests_per_s_per_client) "
-        "while other clients had requests in progress",
-        {"type": "integer"},
-    )
+
+
+def _analysis_parameters(settings: Settings) -> list[dict[str, Any]]:
+    """The request headers /analysis reads."""
+    return [
+        {
+            "name": "X-Deadline-Ms",
+            "in": "header",
+            "description": f"a deadline shorter than this server's {settings.limits.deadline_s:g} s, in milliseconds",
+            "schema": {"type": "number", "exclusiveMinimum": True, "minimum": 0},
+        },
+        {
+            "name": "X-Priority-Class",
+            "in": "header",
+            "description": (
+                "interactive queries run before batch ones in KataGo's queue (docs/interactive.md); "
+                f"default {settings.priority.http_default}"
+                + ("" if settings.priority.classes else "; ignored: priority classes are off on this server")
+            ),
+            "schema": {"type": "string", "enum": ["interactive", "batch"]},
+        },
+        {
+            "name": "X-Request-ID",
+            "in": "header",
+            "description": "kept and returned when it is 1-128 of A-Z a-z 0-9 . _ : -; kgserve makes one otherwise",
+            "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
+        },
+    ]
+
+
+def _analysis_refusals(settings: Settings, headers: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """/analysis's answers other than 200, each with the error lines (or text) kgserve writes for it."""
+    limits = settings.limits
+    request_id = {"X-Request-ID": headers["X-Request-ID"]}
+    retry = {name: headers[name] for name in ("X-Request-ID", "Retry-After")}
+    over_cap = f"kgserve: maxVisits {limits.max_visits + 1} is over the cap of {limits.max_visits} (limits.max_visits)"
+    return {
+        "400": _lines_response(
+            "every query rejected, an empty body, or a bad X-Deadline-Ms: error lines",
+            {
+                "rejected by KataGo": _line('{"error":"Illegal move 1: Q4","field":"moves","id":"illegal"}'),
+                "over the visit cap": _line(error_line(over_cap, caller_id="q1", field="maxVisits")),
+                "bad deadline header": _line(
+                    error_line("kgserve: X-Deadline-Ms must be a positive number of milliseconds, got 'soon'")
+                ),
+            },
+            request_id,
+        ),
+        "401": {
+            "description": "a bearer token is required (server.auth_token_env) and was missing or wrong",
+            "headers": {"WWW-Authenticate": _header("`Bearer`", {"type": "string"}), **request_id},
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/Error"}, "example": UNAUTHORIZED}
+            },
+        },
+        "408": {
+            "description": "the body was not complete server.body_timeout_s after the headers (or the headers "
+            "server.header_timeout_s after the first byte); the connection is closed",
+            "content": {"text/plain": {"schema": {"type": "string"}, "example": body_timeout_text(settings.server)}},
+        },
+        "413": _lines_response(
+            "the body is over limits.max_body_bytes, or has more lines than limits.max_queries_per_request, or "
+            "would hold more of the memory budget or more queries than one client may ever hold",
+            {
+                "too many lines": _line(
+                    error_line(
+                        f"kgserve: {limits.max_queries_per_request + 1} request lines, over the limit of "
+                        f"{limits.max_queries_per_request} (limits.max_queries_per_request)"
+                    )
+                )
+            },
+            request_id,
+        ),
+        "429": _lines_response(
+            "more queries in flight than limits.max_inflight_queries, or than one client may have while other "
+            "clients have work in flight (limits.max_inflight_per_client; such a request first waits up to "
+            "limits.hold_past_share_s for room), or more bytes of work in flight than the memory budget lets it "
+            "(limits.memory_budget_bytes, limits.memory_per_client_bytes); or, with the server's connections "
+            "(limits.max_connections) nearly all taken, more open connections from this address than "
+            "limits.max_connections_per_client (a text/plain answer, the connection closed; behind a proxy of "
+            "server.trusted_proxies: requests in progress per forwarded client, the connection kept): retry later",
+            {
+                "overloaded": _line(
+                    error_line(
+                        f"kgserve: over the limit of {limits.max_inflight_queries} queries in flight "
+                        "(limits.max_inflight_queries); retry later"
+                    )
+                ),
+                "one client's share": _line(
+                    error_line(
+                        f"kgserve: over the limit of {limits.max_inflight_per_client} queries in flight from one "
+                        "client (limits.max_inflight_per_client); retry when some have finished"
+                    )
+                ),
+            },
+            retry,
+        ),
+        "503": _lines_response(
+            "no engine to answer (the pool is not running, the engine died before the first line, or kgserve "
+            "is shutting down)",
+            {"no pool": _line(error_line("kgserve: the engine pool is not running"))},
+            retry,
+        ),
+    }
+
+
+def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> dict[str, Any]:
+    """The POST /analysis operation: its prose, request headers and body, and every answer it may give."""
+    headers = _analysis_headers(settings)
     query_schema: dict[str, Any] = {"$ref": "#/components/schemas/AnalysisQuery"}
     body_examples: dict[str, Any] = {}
     ok_examples: dict[str, Any] = {}
@@ -90,54 +232,12 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
         query, answer = sample
         body_examples = {"sample": {"summary": f"assets/analysis/inputs/{SAMPLE_NAME}.json", "value": query}}
         ok_examples = {f"KataGo v1.17.2's answer to {SAMPLE_NAME}": _line(answer)}
-    over_cap = f"kgserve: maxVisits {limits.max_visits + 1} is over the cap of {limits.max_visits} (limits.max_visits)"
+    ok_headers = ("X-Request-ID", "X-Visits-Clamped", "X-Deadline-Exceeded", "X-Priority-Demoted", "X-Paced-Ms")
     return {
         "summary": "Analyse positions: KataGo analysis queries in, KataGo's answer lines out",
-        "description": (
-            "The body is what one would pipe into `katago analysis`: one JSON query (compact or pretty-printed) "
-            "or JSON lines (`application/x-ndjson`, one query per line). The response is KataGo's lines for those "
-            "queries, byte for byte, with the caller's ids, streamed in the order the engine writes them "
-            "(partial `isDuringSearch` lines too, with `reportDuringSearchEvery`). Lines that KataGo would "
-            "answer without an id, and the actions other than analysis, get an error line from kgserve and "
-            "never reach the engine; they come first. The status is held until the first analysis line: 200 "
-            "when some analysis came, 400 when every query was rejected (the body still holds the error lines). "
-            f"Limits of this server: {limits.max_body_bytes} bytes per body, {limits.max_queries_per_request} "
-            f"queries per request, {limits.max_inflight_queries} queries in flight, maxVisits up to "
-            f"{limits.max_visits} ({limits.visits_over_cap} above), analyzeTurns up to {limits.max_turns_per_query} "
-            f"entries, a deadline of {limits.deadline_s:g} s. On the deadline (or a client disconnect) kgserve "
-            "sends `terminate` for every unfinished query and returns what KataGo answers, waiting at most "
-            f"{limits.terminate_grace_s:g} s for it. Connection limits (docs/http-limits.md): request line and "
-            f"headers up to {server.max_header_bytes} bytes (else 400 and close); headers complete within "
-            f"{server.header_timeout_s:g} s and the body within {server.body_timeout_s:g} s of them (else 408 and "
-            f"close); a client that reads nothing for {server.send_timeout_s:g} s, or leaves more than "
-            f"{server.max_response_buffer_bytes} bytes of its response unread, is dropped and its queries "
-            "terminated. An HTTP/1.0 client gets the whole response at the end, with a Content-Length."
-        ),
+        "description": _analysis_description(settings),
         "operationId": "analysis",
-        "parameters": [
-            {
-                "name": "X-Deadline-Ms",
-                "in": "header",
-                "description": f"a deadline shorter than this server's {limits.deadline_s:g} s, in milliseconds",
-                "schema": {"type": "number", "exclusiveMinimum": True, "minimum": 0},
-            },
-            {
-                "name": "X-Priority-Class",
-                "in": "header",
-                "description": (
-                    "interactive queries run before batch ones in KataGo's queue (docs/interactive.md); "
-                    f"default {settings.priority.http_default}"
-                    + ("" if settings.priority.classes else "; ignored: priority classes are off on this server")
-                ),
-                "schema": {"type": "string", "enum": ["interactive", "batch"]},
-            },
-            {
-                "name": "X-Request-ID",
-                "in": "header",
-                "description": "kept and returned when it is 1-128 of A-Z a-z 0-9 . _ : -; kgserve makes one otherwise",
-                "schema": {"type": "string", "pattern": "^[A-Za-z0-9._:-]{1,128}$"},
-            },
-        ],
+        "parameters": _analysis_parameters(settings),
         "requestBody": {
             "required": True,
             "content": {
@@ -149,80 +249,9 @@ def _analysis(settings: Settings, sample: tuple[dict[str, Any], str] | None) -> 
             "200": _lines_response(
                 "KataGo's answer lines (and error lines for the rejected queries of the request)",
                 ok_examples,
-                {
-                    "X-Request-ID": request_id,
-                    "X-Visits-Clamped": clamped,
-                    "X-Deadline-Exceeded": deadline,
-                    "X-Priority-Demoted": demoted,
-                    "X-Paced-Ms": paced,
-                },
+                {name: headers[name] for name in ok_headers},
             ),
-            "400": _lines_response(
-                "every query rejected, an empty body, or a bad X-Deadline-Ms: error lines",
-                {
-                    "rejected by KataGo": _line('{"error":"Illegal move 1: Q4","field":"moves","id":"illegal"}'),
-                    "over the visit cap": _line(error_line(over_cap, caller_id="q1", field="maxVisits")),
-                    "bad deadline header": _line(
-                        error_line("kgserve: X-Deadline-Ms must be a positive number of milliseconds, got 'soon'")
-                    ),
-                },
-                {"X-Request-ID": request_id},
-            ),
-            "401": {
-                "description": "a bearer token is required (server.auth_token_env) and was missing or wrong",
-                "headers": {"WWW-Authenticate": _header("`Bearer`", {"type": "string"}), "X-Request-ID": request_id},
-                "content": {
-                    "application/json": {"schema": {"$ref": "#/components/schemas/Error"}, "example": UNAUTHORIZED}
-                },
-            },
-            "408": {
-                "description": "the body was not complete server.body_timeout_s after the headers (or the headers "
-                "server.header_timeout_s after the first byte); the connection is closed",
-                "content": {"text/plain": {"schema": {"type": "string"}, "example": body_timeout_text(server)}},
-            },
-            "413": _lines_response(
-                "the body is over limits.max_body_bytes, or has more lines than limits.max_queries_per_request, or "
-                "would hold more of the memory budget or more queries than one client may ever hold",
-                {
-                    "too many lines": _line(
-                        error_line(
-                            f"kgserve: {limits.max_queries_per_request + 1} request lines, over the limit of "
-                            f"{limits.max_queries_per_request} (limits.max_queries_per_request)"
-                        )
-                    )
-                },
-                {"X-Request-ID": request_id},
-            ),
-            "429": _lines_response(
-                "more queries in flight than limits.max_inflight_queries, or than one client may have while other "
-                "clients have work in flight (limits.max_inflight_per_client; such a request first waits up to "
-                "limits.hold_past_share_s for room), or more bytes of work in flight than the memory budget lets it "
-                "(limits.memory_budget_bytes, limits.memory_per_client_bytes); or, with the server's connections "
-                "(limits.max_connections) nearly all taken, more open connections from this address than "
-                "limits.max_connections_per_client (a text/plain answer, the connection closed; behind a proxy of "
-                "server.trusted_proxies: requests in progress per forwarded client, the connection kept): retry later",
-                {
-                    "overloaded": _line(
-                        error_line(
-                            f"kgserve: over the limit of {limits.max_inflight_queries} queries in flight "
-                            "(limits.max_inflight_queries); retry later"
-                        )
-                    ),
-                    "one client's share": _line(
-                        error_line(
-                            f"kgserve: over the limit of {limits.max_inflight_per_client} queries in flight from one "
-                            "client (limits.max_inflight_per_client); retry when some have finished"
-                        )
-                    ),
-                },
-                retry,
-            ),
-            "503": _lines_response(
-                "no engine to answer (the pool is not running, the engine died before the first line, or kgserve "
-                "is shutting down)",
-                {"no pool": _line(error_line("kgserve: the engine pool is not running"))},
-                retry,
-            ),
+            **_analysis_refusals(settings, headers),
         },
     }
 

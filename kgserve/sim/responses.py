@@ -12,6 +12,7 @@ import json
 import math
 import random
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 from kgserve.sim.board import BLACK, EMPTY, PASS, WHITE, loc_to_str
@@ -93,29 +94,37 @@ def _seed_for(seed: int, req: Request) -> int:
     return zlib.crc32(req.cache_key) ^ (seed * 0x9E3779B1)
 
 
+@dataclass(frozen=True, slots=True)
+class _Scene:
+    """What every line of one rendering shares: the request, its empty points, whose side the numbers take
+    (`sign`: +1 for Black's view) and the score scale of its board size."""
+
+    req: Request
+    empties: list[int]
+    sign: float
+    score_scale: float
+
+    def winrate_of(self, lead: float) -> float:
+        return 1.0 / (1.0 + math.exp(-lead / (self.score_scale / 4.0)))
+
+
 def render_analysis(req: Request, visits: int, during: bool, seed: int, perspective: str) -> str:
     """One analysis line for `req` after `visits` root visits (>= 1)."""
     visits = max(1, visits)
-    board, xs, ys = req.board, req.board.x_size, req.board.y_size
+    board = req.board
     base = random.Random(_seed_for(seed, req))
     noise = random.Random(_seed_for(seed, req) + visits * 7919)
-    area = xs * ys
     to_move = req.to_move
     blacks, whites = board.stones.count(BLACK), board.stones.count(WHITE)
     lead_black = (blacks - whites) * 0.9 - req.komi + 6.5 - (0.9 if to_move == WHITE else 0.0) + base.gauss(0.0, 2.5)
     sign = 1.0 if (perspective == "BLACK" or (perspective == "SIDETOMOVE" and to_move == BLACK)) else -1.0
     if perspective == "WHITE":
         sign = -1.0
-    score_scale = 30.0 * math.sqrt(area / 361.0)
+    area = board.x_size * board.y_size
+    scene = _Scene(req, board.empties(), sign, 30.0 * math.sqrt(area / 361.0))
     settle = 1.0 / math.sqrt(visits)
-
-    def winrate_of(lead: float) -> float:
-        return 1.0 / (1.0 + math.exp(-lead / (score_scale / 4.0)))
-
     root_lead = sign * (lead_black + noise.gauss(0.0, 0.3) * settle)
-    root_wr = winrate_of(root_lead)
-    empties = board.empties()
-    candidates = _candidates(req, base, empties)
+    candidates = _candidates(req, base, scene.empties)
     children = visits - 1
     count = min(len(candidates), children, max(1, int(1.2 * math.sqrt(visits)) + 1))
     chosen = candidates[:count]
@@ -124,73 +133,16 @@ def render_analysis(req: Request, visits: int, during: bool, seed: int, perspect
     priors = [0.85 * w / total_w for w in weights]
     alloc = _allocate(children, priors)
     order = sorted(range(count), key=lambda i: (-alloc[i], -priors[i]))
-    move_infos = []
-    for rank, i in enumerate(order):
-        v = alloc[i]
-        if v <= 0:
-            continue
-        loc = chosen[i]
-        lead = root_lead + noise.gauss(0.0, 1.5) * (1.0 + 3.0 / math.sqrt(v))
-        wr = winrate_of(lead)
-        util = (2.0 * wr - 1.0) + 0.05 * lead / score_scale
-        info: dict[str, Any] = {
-            "edgeVisits": v,
-            "edgeWeight": float(v),
-            "lcb": wr - 0.08 / math.sqrt(v),
-            "move": _name(loc, xs, ys),
-            "order": rank,
-            "playSelectionValue": float(v),
-            "prior": priors[i],
-            "pv": [],
-            "scoreLead": lead,
-            "scoreMean": lead,
-            "scoreSelfplay": lead * 1.05 + noise.gauss(0.0, 0.2),
-            "scoreStdev": score_scale + noise.gauss(0.0, 0.5),
-            "utility": util,
-            "utilityLcb": util - 0.3 / math.sqrt(v),
-            "visits": v,
-            "weight": float(v),
-            "winrate": wr,
-        }
-        pv, pv_visits = _pv(loc, v, req.pv_len, empties, noise, xs, ys)
-        info["pv"] = pv
-        if req.flags["includePVVisits"]:
-            info["pvVisits"] = pv_visits
-            info["pvEdgeVisits"] = list(pv_visits)
-        if req.flags["includeMovesOwnership"]:
-            info["ownership"] = _ownership(req, noise, sign)
-        if req.flags["includeMovesOwnershipStdev"]:
-            info["ownershipStdev"] = [abs(noise.gauss(0.2, 0.1)) for _ in range(area)]
-        if req.flags["includeNoResultValue"]:
-            info["noResultValue"] = noise.uniform(0.0, 1e-4)
-        move_infos.append(info)
-    util_root = (2.0 * root_wr - 1.0) + 0.05 * root_lead / score_scale
-    raw_lead = root_lead + base.gauss(0.0, 0.4)
-    root_info = {
-        "currentPlayer": "B" if to_move == BLACK else "W",
-        "rawLead": raw_lead,
-        "rawNoResultProb": base.uniform(1e-6, 3e-4),
-        "rawScoreSelfplay": raw_lead * 1.02,
-        "rawScoreSelfplayStdev": score_scale * 1.02,
-        "rawStScoreError": -1.0,
-        "rawStWrError": -0.5,
-        "rawVarTimeLeft": -1.0,
-        "rawWinrate": winrate_of(raw_lead),
-        "scoreLead": root_lead,
-        "scoreSelfplay": root_lead * 1.05,
-        "scoreStdev": score_scale,
-        "symHash": board.hash_hex(to_move, b"sym"),
-        "thisHash": board.hash_hex(to_move),
-        "utility": util_root,
-        "visits": visits,
-        "weight": F64(visits),
-        "winrate": root_wr,
-    }
+    move_infos = [
+        _move_info(scene, chosen[i], alloc[i], rank, priors[i], root_lead, noise)
+        for rank, i in enumerate(order)
+        if alloc[i] > 0
+    ]
     result: dict[str, Any] = {
         "id": req.id,
         "isDuringSearch": during,
         "moveInfos": move_infos,
-        "rootInfo": root_info,
+        "rootInfo": _root_info(scene, visits, root_lead, base),
         "turnNumber": req.turn,
     }
     if req.flags["includeOwnership"]:
@@ -200,6 +152,76 @@ def render_analysis(req: Request, visits: int, during: bool, seed: int, perspect
     if req.flags["includePolicy"]:
         result["policy"] = _policy(req, chosen, priors, base)
     return dumps(result)
+
+
+def _move_info(
+    scene: _Scene, loc: int, v: int, rank: int, prior: float, root_lead: float, noise: random.Random
+) -> dict[str, Any]:
+    """One entry of moveInfos: a candidate move `loc` that got `v` (> 0) of the root's visits."""
+    req, score_scale = scene.req, scene.score_scale
+    xs, ys = req.board.x_size, req.board.y_size
+    area = xs * ys
+    lead = root_lead + noise.gauss(0.0, 1.5) * (1.0 + 3.0 / math.sqrt(v))
+    wr = scene.winrate_of(lead)
+    util = (2.0 * wr - 1.0) + 0.05 * lead / score_scale
+    info: dict[str, Any] = {
+        "edgeVisits": v,
+        "edgeWeight": float(v),
+        "lcb": wr - 0.08 / math.sqrt(v),
+        "move": _name(loc, xs, ys),
+        "order": rank,
+        "playSelectionValue": float(v),
+        "prior": prior,
+        "pv": [],
+        "scoreLead": lead,
+        "scoreMean": lead,
+        "scoreSelfplay": lead * 1.05 + noise.gauss(0.0, 0.2),
+        "scoreStdev": score_scale + noise.gauss(0.0, 0.5),
+        "utility": util,
+        "utilityLcb": util - 0.3 / math.sqrt(v),
+        "visits": v,
+        "weight": float(v),
+        "winrate": wr,
+    }
+    pv, pv_visits = _pv(loc, v, req.pv_len, scene.empties, noise, xs, ys)
+    info["pv"] = pv
+    if req.flags["includePVVisits"]:
+        info["pvVisits"] = pv_visits
+        info["pvEdgeVisits"] = list(pv_visits)
+    if req.flags["includeMovesOwnership"]:
+        info["ownership"] = _ownership(req, noise, scene.sign)
+    if req.flags["includeMovesOwnershipStdev"]:
+        info["ownershipStdev"] = [abs(noise.gauss(0.2, 0.1)) for _ in range(area)]
+    if req.flags["includeNoResultValue"]:
+        info["noResultValue"] = noise.uniform(0.0, 1e-4)
+    return info
+
+
+def _root_info(scene: _Scene, visits: int, root_lead: float, base: random.Random) -> dict[str, Any]:
+    """rootInfo: the position's own numbers after `visits` visits."""
+    board, to_move, score_scale = scene.req.board, scene.req.to_move, scene.score_scale
+    root_wr = scene.winrate_of(root_lead)
+    raw_lead = root_lead + base.gauss(0.0, 0.4)
+    return {
+        "currentPlayer": "B" if to_move == BLACK else "W",
+        "rawLead": raw_lead,
+        "rawNoResultProb": base.uniform(1e-6, 3e-4),
+        "rawScoreSelfplay": raw_lead * 1.02,
+        "rawScoreSelfplayStdev": score_scale * 1.02,
+        "rawStScoreError": -1.0,
+        "rawStWrError": -0.5,
+        "rawVarTimeLeft": -1.0,
+        "rawWinrate": scene.winrate_of(raw_lead),
+        "scoreLead": root_lead,
+        "scoreSelfplay": root_lead * 1.05,
+        "scoreStdev": score_scale,
+        "symHash": board.hash_hex(to_move, b"sym"),
+        "thisHash": board.hash_hex(to_move),
+        "utility": (2.0 * root_wr - 1.0) + 0.05 * root_lead / score_scale,
+        "visits": visits,
+        "weight": F64(visits),
+        "winrate": root_wr,
+    }
 
 
 def _name(loc: int, xs: int, ys: int) -> str:

@@ -3,6 +3,7 @@ subprocess run against a stand-in engine that replays the recording."""
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -156,3 +157,30 @@ def test_run_engine_benchmark_against_the_simulated_engine(tmp_path: Path) -> No
     assert bench.result.recommended_source == "katago"
     assert bench.engine_start_s is not None and bench.engine_start_s < bench.wall_s
     assert "SIMULATED" in bench.stdout + bench.stderr
+
+
+def test_an_engine_that_never_starts_is_killed_with_progress_noted(tmp_path: Path) -> None:
+    """The supervision loop: notes while the engine says nothing, then the start-up timeout kills it."""
+    script = tmp_path / "silent_katago.py"
+    pid_file = tmp_path / "pid"
+    script.write_text(f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(60)\n")
+    notes: list[str] = []
+    with pytest.raises(EngineBenchError) as info:
+        run_engine_benchmark(
+            argv_prefix=[sys.executable, str(script)],
+            cfg_keys={"nnMaxBatchSize": 16},
+            model=tmp_path / "model.bin.gz",
+            visits=10,
+            threads=[1],
+            positions=1,
+            workdir=tmp_path / "job",
+            timeout_s=60,
+            startup_timeout_s=2,
+            progress=notes.append,
+            progress_every_s=1,
+        )
+    assert "engine did not start within 2 s (startup_timeout_s)" in str(info.value)
+    assert notes and all(note.startswith("engine benchmark: still starting after") for note in notes)
+    pid = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):  # killed and reaped: no process is left with its pid
+        os.kill(pid, 0)
