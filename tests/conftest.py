@@ -19,7 +19,7 @@ import pytest
 
 from kgbench.targets.kgserve_process import KgserveProcess
 from kgserve.paths import PROJECT_ROOT
-from tests.helpers.alone import pytest_runtest_protocol  # noqa: F401 (a hook: each test beside others, or alone)
+from tests.helpers.alone import MARK, pytest_runtest_protocol  # noqa: F401 (a hook: each test beside others, or alone)
 
 # The suite runs beside other work on shared machines (a developer's two cores, CI): a kgbench job there would be
 # flagged contended and set aside by promote, whatever the test checks. Every job started by a test (in this process
@@ -29,9 +29,11 @@ os.environ.setdefault("KGBENCH_CONTENTION_CHECK", "false")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The slow tests first: the workers start on the long ones and end on short ones, so no worker is left running
-    one long test while the others stand idle (the order within each kind is kept)."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The `alone` tests first, one after another while the other workers wait, then the slow ones, then the rest:
+    xdist hands the workers tests in this order, two at a time (addopts), so they start on the long ones and end on
+    short ones, and no worker is left running one long test while the others stand idle. The order within each
+    kind is kept."""
+    items.sort(key=lambda item: (item.get_closest_marker(MARK) is None, item.get_closest_marker("slow") is None))
 
 
 REPO = PROJECT_ROOT  # this checkout (kgserve.paths)

@@ -70,6 +70,7 @@ async def _until_sent_to_engine(client: httpx.AsyncClient, visits: int) -> None:
             await asyncio.sleep(0.05)
 
 
+@pytest.mark.alone  # KataGo's stdin reader must queue what kgserve wrote within 0.5 s: an idle machine's time
 async def test_an_interactive_query_overtakes_queued_batch_work(server: Any) -> None:
     finished: list[str] = []
     ws_url = server.url.replace("http://", "ws://") + "/ws"
@@ -103,6 +104,7 @@ async def test_an_interactive_query_overtakes_queued_batch_work(server: Any) -> 
     assert finished == ["interactive", "batch0", "batch1"]
 
 
+@pytest.mark.alone  # KataGo's stdin reader must queue what kgserve wrote within 0.5 s: an idle machine's time
 async def test_another_clients_query_overtakes_one_clients_queued_backlog(server: Any) -> None:
     """Fairness levels (kgserve.admission.priority) on the real engine: its queue honours them, the priorities
     appended to the client's own bytes included."""
