@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from kgbench.sweep import preflight, state
 from kgbench.sweep.grouping import build_key, group_jobs
 from kgbench.sweep.labels import display_overrides
+from kgbench.sweep.lazy_callback import open_sweep
 from kgbench.track import store_errors
 from kgserve.engine.client import is_simulated
 
@@ -58,10 +59,8 @@ class GroupedSweeper(BasicSweeper):
         assert self.config is not None
         simulated = all(is_simulated(str(configs[tuple(job)].get("backend", ""))) for job in ordered)
         skipped = plan.skipped if plan else ()
-        # the sweep's recording side (MLflow, matplotlib, ~1.5 s), only once the sweep runs: a refused one never
-        # loads it (kgbench.sweep.lazy_callback does the same for the multirun's callback)
-        from kgbench.sweep.callbacks import open_sweep
-
+        # the sweep's recording side (MLflow, matplotlib) is imported only here, once the sweep runs: a refused one
+        # never loads it (kgbench.sweep.lazy_callback)
         if refusal := open_sweep(self.config, len(ordered), simulated=simulated, skipped=skipped):
             state.refuse(refusal)  # a full, damaged or unreachable store: no job could record itself
             return []

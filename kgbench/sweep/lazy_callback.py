@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
@@ -24,13 +25,22 @@ from kgbench.sweep import state
 if TYPE_CHECKING:  # the import edge lint-imports checks (type-only imports count); at run time: _real()
     from kgbench.sweep.callbacks import KgbenchCallback as _Real
 
-__all__ = ["OPEN_THEMSELVES", "LazyKgbenchCallback", "opens_itself"]
+__all__ = ["OPEN_THEMSELVES", "LazyKgbenchCallback", "open_sweep", "opens_itself"]
 
 _REAL = "kgbench.sweep.callbacks"  # also open_sweep's module: a sweep opened at all has imported it
 
 # kgbench's sweepers open the sweep themselves, once they know it can run: the grid after its preflight, the Optuna
 # search after its journal and study are checked (kgbench.sweep.search_hooks)
 OPEN_THEMSELVES = ("GroupedSweeper", "OptunaSweeper")
+
+
+def open_sweep(
+    config: DictConfig, jobs: int | None, *, simulated: bool, skipped: Sequence[tuple[str, str]] = ()
+) -> str | None:
+    """kgbench.sweep.callbacks.open_sweep, its module (MLflow, matplotlib, ~1.5 s) imported at this call: the grid
+    sweeper calls it once its preflight passed, so a sweep the preflight refuses never loads them."""
+    opened: str | None = importlib.import_module(_REAL).open_sweep(config, jobs, simulated=simulated, skipped=skipped)
+    return opened
 
 
 def opens_itself(config: DictConfig) -> bool:
