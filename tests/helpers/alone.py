@@ -11,42 +11,43 @@ protocol (setup, call, teardown): every test holds the *room* shared, an ``alone
 *door* is taken on the way in, and an ``alone`` test keeps it while it waits for the room, so that tests arriving
 after it wait at the door and it is not starved by a stream of short tests (flock by itself favours no one). Without
 xdist (``-n 0``, ``-p no:xdist``, a single test run by hand) there is one test at a time and no lock is taken.
+
+The two files live in the session's base temporary folder (xdist gives each worker a folder inside it), so pytest
+removes them with its old sessions. A worker is known by its config (``workerinput``), not by xdist's environment
+variables: a test's own pytest subprocess inherits those, and taking its parent session's lock would deadlock it
+behind an ``alone`` test waiting for the parent test to end.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-__all__ = ["MARK", "one_test", "pytest_runtest_protocol"]
+__all__ = ["MARK", "one_test", "pytest_runtest_protocol", "session_folder"]
 
 MARK = "alone"
-_RUN_ENV = "PYTEST_XDIST_TESTRUNUID"  # set by xdist in each worker, the same for every worker of one session
 
 
-def _lock_dir() -> Path | None:
-    run = os.environ.get(_RUN_ENV)
-    if not run:
+def session_folder(config: pytest.Config) -> Path | None:
+    """The folder the session's workers share (its base temporary folder), or None outside an xdist worker."""
+    if not hasattr(config, "workerinput") or not config.option.basetemp:
         return None
-    directory = Path(tempfile.gettempdir()) / f"kgbench-tests-{run}"
-    directory.mkdir(exist_ok=True)
-    return directory
+    return Path(config.option.basetemp).parent  # xdist's worker folder: <the session's basetemp>/popen-gwN
 
 
 @contextlib.contextmanager
-def one_test(alone: bool) -> Iterator[None]:
-    """Hold the room for one test: shared for an ordinary test, exclusive for an ``alone`` one."""
-    directory = _lock_dir()
+def one_test(directory: Path | None, alone: bool) -> Iterator[None]:
+    """Hold the room in `directory` for one test: shared for an ordinary test, exclusive for an ``alone`` one; no
+    lock without a folder (one test at a time)."""
     if directory is None:
         yield
         return
-    with open(directory / "door", "a+b") as door, open(directory / "room", "a+b") as room:
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / "alone-door", "a+b") as door, open(directory / "alone-room", "a+b") as room:
         fcntl.flock(door, fcntl.LOCK_EX)
         try:
             fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
@@ -66,5 +67,5 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     """Each test, setup to teardown, beside the session's other workers' tests, or alone. A conftest imports this
     hook (tests/conftest.py). The outermost wrapper: a test's timeout (pytest-timeout) starts once it has its room,
     not while it waits for it."""
-    with one_test(item.get_closest_marker(MARK) is not None):
+    with one_test(session_folder(item.config), item.get_closest_marker(MARK) is not None):
         yield

@@ -35,7 +35,7 @@ def test_unset_means_off_and_half_set_is_an_error(tmp_path: Path) -> None:
 def test_without_the_variables_the_tier_is_skipped_with_its_reason() -> None:
     env = {key: value for key, value in os.environ.items() if key not in (BIN_ENV, MODEL_ENV)}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/katago/test_enginebench.py"],
+        [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider", "tests/katago/test_enginebench.py"],
         cwd=REPO, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
