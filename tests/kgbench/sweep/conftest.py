@@ -139,9 +139,12 @@ class SimSweep:
 @pytest.fixture(scope="session")
 def two_job_sim_sweep(tmp_path_factory: pytest.TempPathFactory) -> SimSweep:
     """`python -m kgbench -m backend=sim nnMaxBatchSize=8,32 load=smoke` (two levels a job), run once: a sweep takes
-    half a minute on two busy cores, and the tests that take it only read its store, its output and its folders."""
+    half a minute on two busy cores, and the tests that take it only read its store, its output and its folders.
+    Its windows settle within 50% (the smoke load's 25%): its tests promote its runs, and beside three other tests
+    on two cores a level's windows could stay 25% apart, flagging the job unstable, which promote rightly refuses."""
     folder = tmp_path_factory.mktemp("two-job-sim-sweep")
     code, out = run_kgbench(
-        folder, "-m", "backend=sim", "nnMaxBatchSize=8,32", "load=smoke", env={"KGSERVE_SIM_SPEED": "20"}
-    )
+        folder, "-m", "backend=sim", "nnMaxBatchSize=8,32", "load=smoke", "load.tolerance=0.5",
+        env={"KGSERVE_SIM_SPEED": "20"},
+    )  # fmt: skip
     return SimSweep(folder, code, out)
